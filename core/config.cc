@@ -1,0 +1,117 @@
+#include "msa/config.h"
+
+#include <cmath>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace msa {
+
+std::string_view PoolingName(Pooling pooling) {
+  switch (pooling) {
+    case Pooling::kMax: return "max";
+    case Pooling::kLse: return "lse";
+    case Pooling::kMean: return "mean";
+  }
+  return "?";
+}
+
+bool ParsePooling(std::string_view name, Pooling* pooling) {
+  for (Pooling p : {Pooling::kMax, Pooling::kLse, Pooling::kMean}) {
+    if (PoolingName(p) == name) {
+      *pooling = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view PrecisionName(Precision precision) {
+  switch (precision) {
+    case Precision::kExact: return "exact";
+    case Precision::kFp32: return "fp32";
+    case Precision::kBf16: return "bf16";
+    case Precision::kFp16: return "fp16";
+  }
+  return "?";
+}
+
+bool ParsePrecision(std::string_view name, Precision* precision) {
+  for (Precision p : {Precision::kExact, Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    if (PrecisionName(p) == name) {
+      *precision = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+// 1 / sqrt(n): sqrt and division are correctly rounded IEEE operations, so this is the same everywhere.
+static double InverseSqrt(int n) { return 1.0 / std::sqrt(double(n)); }
+
+double Config::SoftmaxScale() const { return softmax_scale ? *softmax_scale : InverseSqrt(head_dim); }
+double Config::IndexScale() const { return index_scale ? *index_scale : InverseSqrt(index_head_dim); }
+
+namespace {
+
+Status RequirePositive(const char* field, int value) {
+  if (value >= 1) return Status::Ok();
+  return InvalidArgument(std::string(field) + " = " + std::to_string(value) + ": must be at least 1");
+}
+
+Status RequireFiniteScale(const char* field, const std::optional<double>& scale) {
+  if (!scale || (std::isfinite(*scale) && *scale > 0)) return Status::Ok();
+  return InvalidArgument(std::string(field) + " = " + std::to_string(*scale) +
+                         ": must be finite and positive");
+}
+
+}  // namespace
+
+Status ValidateConfig(const Config& config) {
+  MSA_RETURN_IF_ERROR(RequirePositive("num_q_heads (Hq)", config.num_q_heads));
+  MSA_RETURN_IF_ERROR(RequirePositive("num_kv_heads (Hkv)", config.num_kv_heads));
+  MSA_RETURN_IF_ERROR(RequirePositive("head_dim (D)", config.head_dim));
+  MSA_RETURN_IF_ERROR(RequirePositive("value_dim (Dv)", config.value_dim));
+  MSA_RETURN_IF_ERROR(RequirePositive("index_head_dim (Di)", config.index_head_dim));
+  MSA_RETURN_IF_ERROR(RequirePositive("block_size", config.block_size));
+  MSA_RETURN_IF_ERROR(RequirePositive("top_k", config.top_k));
+  if (config.num_q_heads % config.num_kv_heads != 0) {
+    return InvalidArgument("num_q_heads (Hq) = " + std::to_string(config.num_q_heads) +
+                           " is not a multiple of num_kv_heads (Hkv) = " +
+                           std::to_string(config.num_kv_heads) + ": GQA needs Hq % Hkv == 0");
+  }
+  if (config.init_blocks < 0) {
+    return InvalidArgument("init_blocks = " + std::to_string(config.init_blocks) + ": must be >= 0");
+  }
+  if (config.top_k < config.init_blocks + 1) {
+    return InvalidArgument("top_k = " + std::to_string(config.top_k) +
+                           " is smaller than the forced blocks (init_blocks " +
+                           std::to_string(config.init_blocks) + " + the local block = " +
+                           std::to_string(config.init_blocks + 1) + ")");
+  }
+  MSA_RETURN_IF_ERROR(RequireFiniteScale("softmax_scale", config.softmax_scale));
+  MSA_RETURN_IF_ERROR(RequireFiniteScale("index_scale", config.index_scale));
+  return Status::Ok();
+}
+
+std::string ConfigToJson(const Config& config) {
+  nlohmann::ordered_json json;
+  json["block_size"] = config.block_size;
+  json["top_k"] = config.top_k;
+  json["init_blocks"] = config.init_blocks;
+  json["pooling"] = PoolingName(config.pooling);
+  if (config.softmax_scale) json["softmax_scale"] = *config.softmax_scale;
+  if (config.index_scale) json["index_scale"] = *config.index_scale;
+  return json.dump();
+}
+
+std::string DescribeConfig(const Config& config) {
+  return "Hq=" + std::to_string(config.num_q_heads) + " Hkv=Hidx=" + std::to_string(config.num_kv_heads) +
+         " D=" + std::to_string(config.head_dim) + " Dv=" + std::to_string(config.value_dim) +
+         " Di=" + std::to_string(config.index_head_dim) + " Bk=" + std::to_string(config.block_size) +
+         " top_k=" + std::to_string(config.top_k) + " init_blocks=" + std::to_string(config.init_blocks) +
+         " pooling=" + std::string(PoolingName(config.pooling)) +
+         " precision=" + std::string(PrecisionName(config.precision));
+}
+
+}  // namespace msa

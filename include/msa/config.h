@@ -1,0 +1,57 @@
+// The configuration of one MSA layer (SPEC sections 1-3) and its validation.
+#ifndef MSA_CONFIG_H_
+#define MSA_CONFIG_H_
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "msa/status.h"
+
+namespace msa {
+
+// How a block's token scores become one block score (SPEC section 2).
+enum class Pooling {
+  kMax,   // MSA: max of the visible token scores ("pool after")
+  kLse,   // logsumexp of the visible token scores ("pool after")
+  kMean,  // dot with the mean of the block's visible index keys ("pool before", MoBA / Qwen style)
+};
+
+// Which arithmetic a backend uses. kExact is the canonical FP64 order of SPEC section 4.
+enum class Precision { kExact, kFp32, kBf16, kFp16 };
+
+std::string_view PoolingName(Pooling pooling);
+bool ParsePooling(std::string_view name, Pooling* pooling);
+std::string_view PrecisionName(Precision precision);
+bool ParsePrecision(std::string_view name, Precision* precision);
+
+struct Config {
+  int num_q_heads = 64;     // Hq
+  int num_kv_heads = 4;     // Hkv == Hidx: one index-query head per GQA group
+  int head_dim = 128;       // D, of q and k
+  int value_dim = 128;      // Dv
+  int index_head_dim = 128; // Di, of index_q and index_k
+  int block_size = 128;     // Bk, keys per block
+  int top_k = 16;           // selected blocks per (query, group), forced blocks included
+  int init_blocks = 0;      // "sink" blocks 0..init_blocks-1 always selected (M3: 0)
+  Pooling pooling = Pooling::kMax;
+  std::optional<double> softmax_scale;  // default 1 / sqrt(D)
+  std::optional<double> index_scale;    // default 1 / sqrt(Di)
+  Precision precision = Precision::kExact;
+
+  int group_size() const { return num_q_heads / num_kv_heads; }  // G
+  double SoftmaxScale() const;  // softmax_scale, or 1.0 / sqrt(double(D)) (two IEEE roundings)
+  double IndexScale() const;    // index_scale, or 1.0 / sqrt(double(Di))
+};
+
+// Checks the config alone: positive sizes, Hq % Hkv == 0, top_k covers the forced blocks, finite scales.
+Status ValidateConfig(const Config& config);
+
+// The config as the JSON object of the file contract (SPEC section 7): block_size, top_k, init_blocks,
+// pooling, softmax_scale, index_scale (scales only when set). Head counts and dims come from the shapes.
+std::string ConfigToJson(const Config& config);
+std::string DescribeConfig(const Config& config);  // one line for humans
+
+}  // namespace msa
+
+#endif  // MSA_CONFIG_H_

@@ -1,0 +1,96 @@
+// The one public interface: inputs, outputs, the backend table and the Select / Attend / Run entry points.
+//
+// Shapes (SPEC section 1), with G = Hq / Hkv and Hidx == Hkv:
+//   q        [total_q, Hq, D]        k [total_k, Hkv, D]      v [total_k, Hkv, Dv]
+//   index_q  [total_q, Hidx, Di]     index_k [total_k, 1, Di]
+//   topk_indices [Hidx, total_q, top_k]   block_scores [Hidx, total_q, max_blocks]   index_lse [Hidx, total_q]
+//   out      [total_q, Hq, Dv]       lse [total_q, Hq]
+// Query i of a sequence with lengths (q_len, k_len) sits at key position k_len - q_len + i.
+#ifndef MSA_MSA_H_
+#define MSA_MSA_H_
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "msa/config.h"
+#include "msa/status.h"
+#include "msa/tensor.h"
+
+namespace msa {
+
+struct IndexInputs {
+  TensorView index_q;  // [total_q, Hidx, Di]
+  TensorView index_k;  // [total_k, 1, Di]
+  Batch batch;
+};
+
+struct AttentionInputs {
+  TensorView q;  // [total_q, Hq, D]
+  TensorView k;  // [total_k, Hkv, D]
+  TensorView v;  // [total_k, Hkv, Dv]
+  Batch batch;
+};
+
+// Where Select writes. block_scores and index_lse are optional (nullptr: not computed).
+struct SelectionOutputs {
+  int32_t* topk_indices = nullptr;  // [Hidx, total_q, top_k]; -1 pads unused slots
+  double* block_scores = nullptr;   // [Hidx, total_q, max_blocks]; -inf where invisible
+  double* index_lse = nullptr;      // [Hidx, total_q]
+};
+
+// A selection handed to Attend: the valid prefix of each row is a SET of block ids, -1 after it.
+struct SelectionView {
+  const int32_t* topk_indices = nullptr;  // [Hidx, total_q, top_k]
+};
+
+struct AttentionOutputs {
+  double* out = nullptr;  // [total_q, Hq, Dv]
+  double* lse = nullptr;  // [total_q, Hq], natural log
+};
+
+// Reports progress of long work as a fraction in [0, 1]; may be called from any thread, often.
+using ProgressFn = std::function<void(double fraction)>;
+
+// A backend: a table of free functions. `supports` declines (kUnsupported) instead of failing.
+// select/attend/dense are called only after the shared validation below has passed.
+struct Backend {
+  std::string_view name;
+  bool (*is_available)();
+  Status (*supports)(const Config& config);
+  Status (*select)(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+                   const ProgressFn& progress);
+  Status (*attend)(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                   const AttentionOutputs& outputs, const ProgressFn& progress);
+};
+
+// Every backend compiled into this binary, reference first. The list lives in core/registry.cc.
+std::span<const Backend> AllBackends();
+// The named backend, or nullptr when it is not compiled in.
+const Backend* FindBackend(std::string_view name);
+
+// Sizes derived from the batch: max_blocks = ceil(max k_len / block_size).
+int64_t MaxBlocks(const Config& config, const Batch& batch);
+
+// Validation shared by every backend. Messages name the field, the value and the rule.
+Status ValidateBatch(const Batch& batch);
+Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs);
+Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inputs);
+// Each row: ids in [0, visible blocks), no duplicates, at least one id, -1 only after the valid prefix.
+Status ValidateSelectionForAttend(const Config& config, const Batch& batch, const SelectionView& selection);
+
+// Entry points: validate, check that the backend is available and supports the config, then compute.
+Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
+              const SelectionOutputs& outputs, const ProgressFn& progress = {});
+Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,
+              const SelectionView& selection, const AttentionOutputs& outputs,
+              const ProgressFn& progress = {});
+// Select, then Attend on that selection.
+Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
+           const AttentionInputs& attention_inputs, const SelectionOutputs& selection,
+           const AttentionOutputs& outputs, const ProgressFn& progress = {});
+
+}  // namespace msa
+
+#endif  // MSA_MSA_H_

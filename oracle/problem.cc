@@ -1,0 +1,96 @@
+#include "oracle/problem.h"
+
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "oracle/random.h"
+
+namespace msa {
+namespace {
+
+SafetensorsTensor MakeTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim) {
+  SafetensorsTensor tensor;
+  tensor.name = std::move(name);
+  tensor.dtype = dtype;
+  tensor.shape = {rows, heads, dim};
+  tensor.bytes.assign(rows * heads * dim * DTypeSize(dtype), 0);
+  return tensor;
+}
+
+void StoreElement(SafetensorsTensor& tensor, int64_t element, double value) {
+  uint8_t* at = tensor.bytes.data() + element * DTypeSize(tensor.dtype);
+  switch (tensor.dtype) {
+    case DType::kF64: std::memcpy(at, &value, 8); return;
+    case DType::kF32: { const float f = float(value); std::memcpy(at, &f, 4); return; }
+    case DType::kBF16: { const uint16_t b = DoubleToBF16(value); std::memcpy(at, &b, 2); return; }
+    case DType::kF16: { const uint16_t b = DoubleToF16(value); std::memcpy(at, &b, 2); return; }
+    default: return;  // integer tensors are never generated
+  }
+}
+
+SafetensorsTensor NormalTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim,
+                               uint64_t seed, uint64_t stream) {
+  SafetensorsTensor tensor = MakeTensor(std::move(name), dtype, rows, heads, dim);
+  RandomStream random(seed, stream);
+  for (int64_t e = 0; e < rows * heads * dim; ++e) StoreElement(tensor, e, random.Normal());
+  return tensor;
+}
+
+}  // namespace
+
+TensorView ViewOf(const SafetensorsTensor& tensor) {
+  return PackedView(tensor.bytes.data(), tensor.dtype, tensor.shape[0], tensor.shape[1], tensor.shape[2]);
+}
+
+IndexInputs Problem::index_inputs() const { return {ViewOf(index_q), ViewOf(index_k), batch()}; }
+
+AttentionInputs Problem::attention_inputs() const { return {ViewOf(q), ViewOf(k), ViewOf(v), batch()}; }
+
+void Outputs::Allocate(const Problem& problem) {
+  const Config& c = problem.config;
+  const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
+  const double poison = std::numeric_limits<double>::quiet_NaN();
+  topk_indices.assign(int64_t(c.num_kv_heads) * total_q * c.top_k, std::numeric_limits<int32_t>::min());
+  block_scores.assign(int64_t(c.num_kv_heads) * total_q * max_blocks, poison);
+  index_lse.assign(int64_t(c.num_kv_heads) * total_q, poison);
+  out.assign(total_q * c.num_q_heads * c.value_dim, poison);
+  lse.assign(total_q * c.num_q_heads, poison);
+}
+
+void SetElement(SafetensorsTensor& tensor, int64_t row, int64_t head, int64_t d, double value) {
+  StoreElement(tensor, (row * tensor.shape[1] + head) * tensor.shape[2] + d, value);
+}
+
+Problem GenerateProblem(const ProblemSpec& spec) {
+  Problem problem;
+  problem.config = spec.config;
+  problem.cu_seqlens_q = {0};
+  problem.cu_seqlens_k = {0};
+  for (const auto& [q_len, k_len] : spec.lengths) {
+    problem.cu_seqlens_q.push_back(problem.cu_seqlens_q.back() + q_len);
+    problem.cu_seqlens_k.push_back(problem.cu_seqlens_k.back() + k_len);
+  }
+  const Config& c = spec.config;
+  const int64_t total_q = problem.cu_seqlens_q.back(), total_k = problem.cu_seqlens_k.back();
+  problem.q = NormalTensor("q", spec.dtype, total_q, c.num_q_heads, c.head_dim, spec.seed, 1);
+  problem.k = NormalTensor("k", spec.dtype, total_k, c.num_kv_heads, c.head_dim, spec.seed, 2);
+  problem.v = NormalTensor("v", spec.dtype, total_k, c.num_kv_heads, c.value_dim, spec.seed, 3);
+  problem.index_q = NormalTensor("index_q", spec.dtype, total_q, c.num_kv_heads, c.index_head_dim, spec.seed, 4);
+  problem.index_k = NormalTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5);
+  return problem;
+}
+
+Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
+                  const ProgressFn& select_progress, const ProgressFn& attend_progress) {
+  // Validate before allocating: the output sizes come from the (possibly hostile) shapes.
+  MSA_RETURN_IF_ERROR(ValidateIndexInputs(problem.config, problem.index_inputs()));
+  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
+  outputs->Allocate(problem);
+  MSA_RETURN_IF_ERROR(Select(backend, problem.config, problem.index_inputs(), outputs->selection_outputs(),
+                             select_progress));
+  return Attend(backend, problem.config, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
+                outputs->attention_outputs(), attend_progress);
+}
+
+}  // namespace msa

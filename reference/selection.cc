@@ -1,0 +1,171 @@
+// Index branch (SPEC section 2) in the canonical FP64 order (section 4).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference/canonical.h"
+#include "reference/reference.h"
+#include "reference/row_loop.h"
+
+namespace msa::reference {
+namespace {
+
+constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
+
+// m + log(sum_j exp(x_j - m)) over x[0..n), summing in ascending index order (SPEC section 4).
+double CanonicalLogSumExp(const double* x, int64_t n) {
+  double m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
+  double l = 0.0;
+  for (int64_t j = 0; j < n; ++j) l += CanonicalExp(x[j] - m);
+  return m + CanonicalLog(l);
+}
+
+// Per-sequence mean index keys of the FULL blocks: [num_full_blocks, Di]. A partial local block's mean
+// is computed per query, over its visible keys only, by the same routine.
+void BlockMeanKey(const double* index_k, int64_t first_key, int64_t count, int64_t di, double* mean) {
+  for (int64_t d = 0; d < di; ++d) {
+    double sum = 0.0;
+    for (int64_t s = 0; s < count; ++s) sum += index_k[(first_key + s) * di + d];
+    mean[d] = sum / double(count);
+  }
+}
+
+}  // namespace
+
+// [teach:place-selection]
+void PlaceSelection(const Config& config, const double* scores, int64_t visible, int32_t* row) {
+  const int64_t local = visible - 1;
+  const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than local
+  // Ranked candidates: visible blocks that are not forced, by score descending, then id ascending.
+  std::vector<int32_t> candidates;
+  for (int64_t b = init; b < local; ++b) candidates.push_back(int32_t(b));
+  const int64_t forced = init + 1;
+  const int64_t take = std::min<int64_t>(config.top_k - forced, int64_t(candidates.size()));
+  std::partial_sort(candidates.begin(), candidates.begin() + take, candidates.end(),
+                    [scores](int32_t a, int32_t b) {
+                      if (scores[a] != scores[b]) return scores[a] > scores[b];
+                      return a < b;
+                    });
+  int64_t slot = 0;
+  for (int64_t j = 0; j < take; ++j) row[slot++] = candidates[j];
+  for (int64_t b = 0; b < init; ++b) row[slot++] = int32_t(b);
+  row[slot++] = int32_t(local);  // the local block is always last among the valid slots
+  while (slot < config.top_k) row[slot++] = -1;
+}
+// [/teach:place-selection]
+
+Status SelectBlocks(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+                    const ProgressFn& progress) {
+  const int64_t total_q = inputs.batch.total_q();
+  const int64_t hidx = config.num_kv_heads, di = config.index_head_dim, bk = config.block_size;
+  const int64_t max_blocks = MaxBlocks(config, inputs.batch);
+  const double index_scale = config.IndexScale();
+  const std::vector<double> index_q = Widen(inputs.index_q);  // [total_q, Hidx, Di]
+  const std::vector<double> index_k = Widen(inputs.index_k);  // [total_k, Di]
+  const std::vector<QueryPlace> places = PlaceQueries(inputs.batch);
+
+  // Mean pooling: the mean key of every full block, per sequence: [total_k / Bk (rounded per seq), Di].
+  std::vector<double> full_block_means;
+  std::vector<int64_t> first_full_block(inputs.batch.num_sequences() + 1, 0);
+  if (config.pooling == Pooling::kMean) {
+    for (int64_t b = 0; b < inputs.batch.num_sequences(); ++b) {
+      const int64_t k_len = inputs.batch.cu_seqlens_k[b + 1] - inputs.batch.cu_seqlens_k[b];
+      first_full_block[b + 1] = first_full_block[b] + k_len / bk;
+    }
+    full_block_means.resize(first_full_block.back() * di);
+    for (int64_t b = 0; b < inputs.batch.num_sequences(); ++b) {
+      const int64_t key_begin = inputs.batch.cu_seqlens_k[b];
+      for (int64_t blk = 0; blk < first_full_block[b + 1] - first_full_block[b]; ++blk) {
+        BlockMeanKey(index_k.data(), key_begin + blk * bk, bk, di,
+                     &full_block_means[(first_full_block[b] + blk) * di]);
+      }
+    }
+  }
+
+  // The first (query, group) row whose scores overflowed, per thread: [threads].
+  std::vector<int64_t> bad_rows(omp_get_max_threads(), std::numeric_limits<int64_t>::max());
+  ForEachRow(total_q * hidx, progress, [&](int64_t work) {
+    const auto reject_row = [&] {
+      const int thread = omp_get_thread_num();
+      bad_rows[thread] = std::min(bad_rows[thread], work);
+    };
+    const int64_t t = work / hidx, r = work % hidx;
+    const QueryPlace& place = places[t];
+    const double* query = &index_q[(t * hidx + r) * di];
+    const int64_t visible = place.position / bk + 1;
+    const int64_t num_keys = place.position + 1;
+
+    // Token scores x[s] = dot(index_q[t, r], index_k[s]) * index_scale for s in 0..position.
+    // (mean pooling needs them only for index_lse.)
+    std::vector<double> token_scores;
+    const bool need_tokens = config.pooling != Pooling::kMean || outputs.index_lse != nullptr;
+    if (need_tokens) {
+      token_scores.resize(num_keys);
+      for (int64_t s = 0; s < num_keys; ++s) {
+        token_scores[s] = CanonicalDot(query, &index_k[(place.key_begin + s) * di], di) * index_scale;
+        if (!std::isfinite(token_scores[s])) return reject_row();
+      }
+    }
+
+    // [teach:block-scores]
+    std::vector<double> scores(visible);
+    std::vector<double> mean(config.pooling == Pooling::kMean ? di : 0);
+    for (int64_t blk = 0; blk < visible; ++blk) {
+      const int64_t first = blk * bk, count = std::min(bk, num_keys - first);
+      switch (config.pooling) {
+        case Pooling::kMax:
+          scores[blk] = *std::max_element(&token_scores[first], &token_scores[first] + count);
+          break;
+        case Pooling::kLse:
+          scores[blk] = CanonicalLogSumExp(&token_scores[first], count);
+          break;
+        case Pooling::kMean: {
+          const double* block_mean = &full_block_means[(first_full_block[place.sequence] + blk) * di];
+          if (count < bk) {  // the partial local block: mean over its visible keys only
+            BlockMeanKey(index_k.data(), place.key_begin + first, count, di, mean.data());
+            block_mean = mean.data();
+          }
+          scores[blk] = CanonicalDot(query, block_mean, di) * index_scale;
+          break;
+        }
+      }
+    }
+    // [/teach:block-scores]
+    for (int64_t blk = 0; blk < visible; ++blk) {
+      if (!std::isfinite(scores[blk])) return reject_row();
+    }
+
+    int32_t* row = outputs.topk_indices + (r * total_q + t) * config.top_k;
+    PlaceSelection(config, scores.data(), visible, row);
+
+    if (outputs.block_scores != nullptr) {
+      double* out_scores = outputs.block_scores + (r * total_q + t) * max_blocks;
+      std::copy(scores.begin(), scores.end(), out_scores);
+      std::fill(out_scores + visible, out_scores + max_blocks, kMinusInf);
+    }
+    if (outputs.index_lse != nullptr) {
+      // Token scores of the selected blocks' visible keys, in ascending key position.
+      std::vector<int32_t> selected(row, row + std::min<int64_t>(visible, config.top_k));
+      std::sort(selected.begin(), selected.end());
+      std::vector<double> gathered;
+      for (int32_t blk : selected) {
+        const int64_t first = blk * bk, count = std::min(bk, num_keys - first);
+        gathered.insert(gathered.end(), &token_scores[first], &token_scores[first] + count);
+      }
+      outputs.index_lse[r * total_q + t] = CanonicalLogSumExp(gathered.data(), int64_t(gathered.size()));
+    }
+  });
+
+  const int64_t bad = *std::min_element(bad_rows.begin(), bad_rows.end());
+  if (bad != std::numeric_limits<int64_t>::max()) {
+    return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
+                           std::to_string(bad % hidx) +
+                           " is not finite: index_q and index_k are too large for a double dot product");
+  }
+  return Status::Ok();
+}
+
+}  // namespace msa::reference
