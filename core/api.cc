@@ -18,7 +18,8 @@ Status CheckBackend(const Backend& backend, const Config& config) {
 Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
               const SelectionOutputs& outputs, const ProgressFn& progress) {
   MSA_RETURN_IF_ERROR(ValidateIndexInputs(config, inputs));
-  if (outputs.topk_indices == nullptr) return InvalidArgument("topk_indices: output pointer is null");
+  const bool has_rows = inputs.batch.total_q() > 0;  // an all-empty batch has nothing to write
+  if (has_rows && outputs.topk_indices == nullptr) return InvalidArgument("topk_indices: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
   return backend.select(config, inputs, outputs, progress);
 }
@@ -27,8 +28,9 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
               const SelectionView& selection, const AttentionOutputs& outputs, const ProgressFn& progress) {
   MSA_RETURN_IF_ERROR(ValidateAttentionInputs(config, inputs));
   MSA_RETURN_IF_ERROR(ValidateSelectionForAttend(config, inputs.batch, selection));
-  if (outputs.out == nullptr) return InvalidArgument("out: output pointer is null");
-  if (outputs.lse == nullptr) return InvalidArgument("lse: output pointer is null");
+  const bool has_rows = inputs.batch.total_q() > 0;  // an all-empty batch has nothing to write
+  if (has_rows && outputs.out == nullptr) return InvalidArgument("out: output pointer is null");
+  if (has_rows && outputs.lse == nullptr) return InvalidArgument("lse: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
   return backend.attend(config, inputs, selection, outputs, progress);
 }

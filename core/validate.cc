@@ -13,49 +13,49 @@ std::string Str(int64_t value) { return std::to_string(value); }
 
 Status ValidatePrefixSums(const char* name, std::span<const int32_t> cu) {
   if (cu.size() < 2) {
-    return InvalidArgument(std::string(name) + " has " + Str(cu.size()) +
-                           " entries: needs B+1 >= 2 (at least one sequence)");
+    return InvalidArgument(std::string(name) + " has " + Str(cu.size()) + (cu.size() == 1 ? " entry" : " entries") +
+                           ": must have B+1 >= 2 entries (at least one sequence)");
   }
   if (cu[0] != 0) {
     return InvalidArgument(std::string(name) + "[0] = " + Str(cu[0]) + ": must be 0");
   }
   for (size_t b = 1; b < cu.size(); ++b) {
     if (cu[b] < cu[b - 1]) {
-      return InvalidArgument(std::string(name) + "[" + Str(b) + "] = " + Str(cu[b]) + " < " + name +
-                             "[" + Str(b - 1) + "] = " + Str(cu[b - 1]) + ": prefix sums must not decrease");
+      return InvalidArgument(std::string(name) + "[" + Str(b) + "] = " + Str(cu[b]) + ": must be >= " + name +
+                             "[" + Str(b - 1) + "] = " + Str(cu[b - 1]) + " (prefix sums never decrease)");
     }
   }
   return Status::Ok();
 }
 
-// Checks a view's shape against [rows, heads, dim] and that its element count does not overflow.
-Status ValidateView(const char* name, const TensorView& view, int64_t rows, int64_t heads, int64_t dim,
-                    const char* heads_rule, const char* dim_rule) {
-  if (view.data == nullptr && view.rows * view.heads * view.dim != 0) {
-    return InvalidArgument(std::string(name) + ": data pointer is null");
-  }
+// Checks a view's shape against [rows, heads, dim] and that its element count does not overflow. `rows`
+// is the last entry of the prefix sums `cu` (called `cu_name`); the rules are spelled for messages.
+Status ValidateView(const char* name, const TensorView& view, const char* cu_name, std::span<const int32_t> cu,
+                    int64_t heads, const std::string& heads_rule, int64_t dim, const std::string& dim_rule) {
   if (!IsFloating(view.dtype)) {
-    return InvalidArgument(std::string(name) + ": dtype " + std::string(DTypeName(view.dtype)) +
-                           " is not floating point (F64, F32, BF16 or F16)");
+    return InvalidArgument(std::string(name) + " dtype " + std::string(DTypeName(view.dtype)) +
+                           ": must be floating point (F64, F32, BF16 or F16)");
   }
+  const int64_t rows = cu.back();
   if (view.rows != rows) {
-    return InvalidArgument(std::string(name) + " has " + Str(view.rows) + " rows but the batch needs " +
-                           Str(rows) + " (the last entry of its cu_seqlens)");
+    return InvalidArgument(std::string(name) + " has " + Str(view.rows) + " rows but " + cu_name + "[" +
+                           Str(cu.size() - 1) + "] = " + Str(rows) + ": the rows of " + name +
+                           " must equal the last entry of " + cu_name);
   }
   if (view.heads != heads) {
-    return InvalidArgument(std::string(name) + " has " + Str(view.heads) + " heads but needs " + Str(heads) +
-                           ": " + heads_rule);
+    return InvalidArgument(std::string(name) + " has " + Str(view.heads) + " heads: " + heads_rule);
   }
   if (view.dim != dim) {
-    return InvalidArgument(std::string(name) + " has head dim " + Str(view.dim) + " but needs " + Str(dim) +
-                           ": " + dim_rule);
+    return InvalidArgument(std::string(name) + " has head dim " + Str(view.dim) + ": " + dim_rule);
   }
   int64_t elements;
-  if (__builtin_mul_overflow(view.rows, view.heads, &elements) ||
+  if (view.rows < 0 || view.heads < 0 || view.dim < 0 ||
+      __builtin_mul_overflow(view.rows, view.heads, &elements) ||
       __builtin_mul_overflow(elements, view.dim, &elements)) {
-    return InvalidArgument(std::string(name) + ": shape [" + Str(view.rows) + ", " + Str(view.heads) + ", " +
-                           Str(view.dim) + "] overflows a 64-bit element count");
+    return InvalidArgument(std::string(name) + " shape [" + Str(view.rows) + ", " + Str(view.heads) + ", " +
+                           Str(view.dim) + "]: the element count must fit in int64");
   }
+  if (view.data == nullptr && elements != 0) return InvalidArgument(std::string(name) + ": data pointer is null");
   return Status::Ok();
 }
 
@@ -76,15 +76,29 @@ Status ValidateFinite(const char* name, const TensorView& view) {
   return Status::Ok();
 }
 
-// Output sizes Hidx * total_q * max_blocks and friends must fit in int64.
-Status ValidateOutputSizes(const Config& config, const Batch& batch) {
+// Output sizes Hidx * total_q * max(max_blocks, top_k) (selection) and total_q * Hq * Dv (attention), in
+// bytes, must fit in int64.
+Status ValidateSelectionOutputSizes(const Config& config, const Batch& batch) {
   int64_t size;
+  const int64_t max_blocks = MaxBlocks(config, batch);
   if (__builtin_mul_overflow(int64_t(config.num_kv_heads), batch.total_q(), &size) ||
-      __builtin_mul_overflow(size, std::max<int64_t>(MaxBlocks(config, batch), config.top_k), &size) ||
+      __builtin_mul_overflow(size, std::max<int64_t>(max_blocks, config.top_k), &size) ||
       __builtin_mul_overflow(size, int64_t(sizeof(double)), &size)) {
-    return InvalidArgument("selection outputs [Hidx=" + Str(config.num_kv_heads) + ", total_q=" +
-                           Str(batch.total_q()) + ", max_blocks=" + Str(MaxBlocks(config, batch)) +
-                           "] overflow a 64-bit byte count");
+    return InvalidArgument("selection outputs [Hidx, total_q, max(max_blocks, top_k)] = [" +
+                           Str(config.num_kv_heads) + ", " + Str(batch.total_q()) + ", " +
+                           Str(std::max<int64_t>(max_blocks, config.top_k)) +
+                           "]: the byte count must fit in int64");
+  }
+  return Status::Ok();
+}
+
+Status ValidateAttentionOutputSizes(const Config& config, const Batch& batch) {
+  int64_t size;
+  if (__builtin_mul_overflow(batch.total_q(), int64_t(config.num_q_heads), &size) ||
+      __builtin_mul_overflow(size, int64_t(config.value_dim), &size) ||
+      __builtin_mul_overflow(size, int64_t(sizeof(double)), &size)) {
+    return InvalidArgument("out [total_q, Hq, Dv] = [" + Str(batch.total_q()) + ", " + Str(config.num_q_heads) +
+                           ", " + Str(config.value_dim) + "]: the byte count must fit in int64");
   }
   return Status::Ok();
 }
@@ -104,14 +118,14 @@ Status ValidateBatch(const Batch& batch) {
   MSA_RETURN_IF_ERROR(ValidatePrefixSums("cu_seqlens_k", batch.cu_seqlens_k));
   if (batch.cu_seqlens_q.size() != batch.cu_seqlens_k.size()) {
     return InvalidArgument("cu_seqlens_q has " + Str(batch.cu_seqlens_q.size()) + " entries but cu_seqlens_k has " +
-                           Str(batch.cu_seqlens_k.size()) + ": both must have B+1");
+                           Str(batch.cu_seqlens_k.size()) + ": both must have B+1 entries (one batch)");
   }
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {
     const int64_t q_len = batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b];
     const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
     if (q_len > k_len) {
-      return InvalidArgument("sequence " + Str(b) + ": q_len = " + Str(q_len) + " > k_len = " + Str(k_len) +
-                             ": queries are the causal suffix of the keys, so q_len <= k_len");
+      return InvalidArgument("sequence " + Str(b) + " has q_len " + Str(q_len) + " > k_len " + Str(k_len) +
+                             ": must have q_len <= k_len (the queries are the causal suffix of the keys)");
     }
   }
   return Status::Ok();
@@ -120,13 +134,15 @@ Status ValidateBatch(const Batch& batch) {
 Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs) {
   MSA_RETURN_IF_ERROR(ValidateConfig(config));
   MSA_RETURN_IF_ERROR(ValidateBatch(inputs.batch));
-  const int64_t total_q = inputs.batch.total_q(), total_k = inputs.batch.total_k();
-  MSA_RETURN_IF_ERROR(ValidateView("index_q", inputs.index_q, total_q, config.num_kv_heads,
-                                   config.index_head_dim, "Hidx must equal Hkv (one index head per GQA group)",
-                                   "index_q and index_k share Di"));
-  MSA_RETURN_IF_ERROR(ValidateView("index_k", inputs.index_k, total_k, 1, config.index_head_dim,
-                                   "index_k has ONE head shared by all groups", "index_q and index_k share Di"));
-  MSA_RETURN_IF_ERROR(ValidateOutputSizes(config, inputs.batch));
+  const Batch& batch = inputs.batch;
+  const int64_t hkv = config.num_kv_heads, di = config.index_head_dim;
+  MSA_RETURN_IF_ERROR(ValidateView("index_q", inputs.index_q, "cu_seqlens_q", batch.cu_seqlens_q, hkv,
+                                   "must equal Hkv = " + Str(hkv) + " (Hidx == Hkv: one index-query head per GQA group)",
+                                   di, "must equal Di = " + Str(di)));
+  MSA_RETURN_IF_ERROR(ValidateView("index_k", inputs.index_k, "cu_seqlens_k", batch.cu_seqlens_k, 1,
+                                   "must be 1 (one index-key head shared by all groups)", di,
+                                   "must equal Di = " + Str(di) + " (index_q and index_k share Di)"));
+  MSA_RETURN_IF_ERROR(ValidateSelectionOutputSizes(config, batch));
   MSA_RETURN_IF_ERROR(ValidateFinite("index_q", inputs.index_q));
   MSA_RETURN_IF_ERROR(ValidateFinite("index_k", inputs.index_k));
   return Status::Ok();
@@ -135,13 +151,17 @@ Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs) {
 Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inputs) {
   MSA_RETURN_IF_ERROR(ValidateConfig(config));
   MSA_RETURN_IF_ERROR(ValidateBatch(inputs.batch));
-  const int64_t total_q = inputs.batch.total_q(), total_k = inputs.batch.total_k();
-  MSA_RETURN_IF_ERROR(ValidateView("q", inputs.q, total_q, config.num_q_heads, config.head_dim,
-                                   "q has Hq heads", "q and k share D"));
-  MSA_RETURN_IF_ERROR(ValidateView("k", inputs.k, total_k, config.num_kv_heads, config.head_dim,
-                                   "k has Hkv heads", "q and k share D"));
-  MSA_RETURN_IF_ERROR(ValidateView("v", inputs.v, total_k, config.num_kv_heads, config.value_dim,
-                                   "v has Hkv heads, as k", "v has Dv"));
+  const Batch& batch = inputs.batch;
+  const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads, d = config.head_dim, dv = config.value_dim;
+  MSA_RETURN_IF_ERROR(ValidateView("q", inputs.q, "cu_seqlens_q", batch.cu_seqlens_q, hq,
+                                   "must equal Hq = " + Str(hq), d, "must equal D = " + Str(d)));
+  MSA_RETURN_IF_ERROR(ValidateView("k", inputs.k, "cu_seqlens_k", batch.cu_seqlens_k, hkv,
+                                   "must equal Hkv = " + Str(hkv), d,
+                                   "must equal D = " + Str(d) + " (q and k share the head dim D)"));
+  MSA_RETURN_IF_ERROR(ValidateView("v", inputs.v, "cu_seqlens_k", batch.cu_seqlens_k, hkv,
+                                   "must equal Hkv = " + Str(hkv) + " (v has the heads of k)", dv,
+                                   "must equal Dv = " + Str(dv)));
+  MSA_RETURN_IF_ERROR(ValidateAttentionOutputSizes(config, batch));
   MSA_RETURN_IF_ERROR(ValidateFinite("q", inputs.q));
   MSA_RETURN_IF_ERROR(ValidateFinite("k", inputs.k));
   MSA_RETURN_IF_ERROR(ValidateFinite("v", inputs.v));
@@ -149,8 +169,8 @@ Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inpu
 }
 
 Status ValidateSelectionForAttend(const Config& config, const Batch& batch, const SelectionView& selection) {
-  if (selection.topk_indices == nullptr) return InvalidArgument("topk_indices: data pointer is null");
   const int64_t total_q = batch.total_q();
+  if (total_q > 0 && selection.topk_indices == nullptr) return InvalidArgument("topk_indices: data pointer is null");
   std::vector<char> seen;
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {
     const int64_t q_begin = batch.cu_seqlens_q[b], q_len = batch.cu_seqlens_q[b + 1] - q_begin;
