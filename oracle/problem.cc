@@ -29,11 +29,15 @@ void StoreElement(SafetensorsTensor& tensor, int64_t element, double value) {
   }
 }
 
-SafetensorsTensor NormalTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim,
-                               uint64_t seed, uint64_t stream) {
+// Standard normal values times `scale`, or (few_valued) values from {-1, 0, 1} times `scale`.
+SafetensorsTensor RandomTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim,
+                               uint64_t seed, uint64_t stream, double scale = 1.0, bool few_valued = false) {
   SafetensorsTensor tensor = MakeTensor(std::move(name), dtype, rows, heads, dim);
   RandomStream random(seed, stream);
-  for (int64_t e = 0; e < rows * heads * dim; ++e) StoreElement(tensor, e, random.Normal());
+  for (int64_t e = 0; e < rows * heads * dim; ++e) {
+    const double value = few_valued ? double(random.Below(3) - 1) : random.Normal();
+    StoreElement(tensor, e, scale * value);
+  }
   return tensor;
 }
 
@@ -73,11 +77,13 @@ Problem GenerateProblem(const ProblemSpec& spec) {
   }
   const Config& c = spec.config;
   const int64_t total_q = problem.cu_seqlens_q.back(), total_k = problem.cu_seqlens_k.back();
-  problem.q = NormalTensor("q", spec.dtype, total_q, c.num_q_heads, c.head_dim, spec.seed, 1);
-  problem.k = NormalTensor("k", spec.dtype, total_k, c.num_kv_heads, c.head_dim, spec.seed, 2);
-  problem.v = NormalTensor("v", spec.dtype, total_k, c.num_kv_heads, c.value_dim, spec.seed, 3);
-  problem.index_q = NormalTensor("index_q", spec.dtype, total_q, c.num_kv_heads, c.index_head_dim, spec.seed, 4);
-  problem.index_k = NormalTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5);
+  problem.q = RandomTensor("q", spec.dtype, total_q, c.num_q_heads, c.head_dim, spec.seed, 1, spec.query_scale);
+  problem.k = RandomTensor("k", spec.dtype, total_k, c.num_kv_heads, c.head_dim, spec.seed, 2);
+  problem.v = RandomTensor("v", spec.dtype, total_k, c.num_kv_heads, c.value_dim, spec.seed, 3);
+  problem.index_q = RandomTensor("index_q", spec.dtype, total_q, c.num_kv_heads, c.index_head_dim, spec.seed, 4,
+                                 spec.query_scale, spec.few_valued_index);
+  problem.index_k = RandomTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5, 1.0,
+                                 spec.few_valued_index);
   return problem;
 }
 

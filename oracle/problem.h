@@ -47,9 +47,12 @@ struct ProblemSpec {
   std::vector<std::pair<int32_t, int32_t>> lengths;  // (q_len, k_len) per sequence
   DType dtype = DType::kF64;
   uint64_t seed = 0;
+  double query_scale = 1.0;       // multiplies q and index_q: 100 gives |scores| around 1e4 (large logits)
+  bool few_valued_index = false;  // index_q, index_k drawn from {-1, 0, 1}: many exactly tied scores
 };
 
-// Fills every input with standard normal values (our own generator), rounded to spec.dtype.
+// Fills every input with standard normal values (our own generator; see query_scale and few_valued_index),
+// rounded to spec.dtype.
 // Each tensor draws from its own stream, so changing one tensor's size leaves the others unchanged.
 Problem GenerateProblem(const ProblemSpec& spec);
 

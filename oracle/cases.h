@@ -1,0 +1,29 @@
+// The one canonical list of test cases (DESIGN.md, like ggml's test-backend-ops): each is data with a
+// printable name. It drives the reproducibility hashes now, and conformance, goldens, fuzz seeds and
+// benchmarks as they arrive.
+#ifndef MSA_ORACLE_CASES_H_
+#define MSA_ORACLE_CASES_H_
+
+#include <string>
+#include <vector>
+
+#include "oracle/problem.h"
+
+namespace msa {
+
+struct TestCase {
+  std::string name;  // e.g. "prefill_b1_hq8_hkv2_d32_bs16_k4_i0_max_f64"
+  ProblemSpec spec;
+};
+
+// "<kind>_b<B>_hq<Hq>_hkv<Hkv>_d<D>_bs<Bk>_k<top_k>_i<init>_<pooling>_<dtype>"
+std::string CaseName(const std::string& kind, const ProblemSpec& spec);
+
+// Small cases (each well under a second on the reference): prefill at the boundary lengths, chunked
+// prefill, decode with q_len 1..16, ragged batches, ties, large logits, init blocks, every pooling mode,
+// every input dtype, and an M3-shaped decode.
+std::vector<TestCase> CanonicalCases();
+
+}  // namespace msa
+
+#endif  // MSA_ORACLE_CASES_H_
