@@ -1,6 +1,8 @@
 #include "msa/config.h"
 
+#include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -59,10 +61,16 @@ Status RequirePositive(const char* field, int value) {
   return InvalidArgument(std::string(field) + " = " + std::to_string(value) + ": must be at least 1");
 }
 
+// The shortest text that reads back as `value` ("0.5", "-1e-300", "nan", "inf").
+std::string ShortestText(double value) {
+  char text[64];
+  const auto result = std::to_chars(text, text + sizeof(text), value);
+  return std::string(text, result.ptr);
+}
+
 Status RequireFiniteScale(const char* field, const std::optional<double>& scale) {
   if (!scale || (std::isfinite(*scale) && *scale > 0)) return Status::Ok();
-  return InvalidArgument(std::string(field) + " = " + std::to_string(*scale) +
-                         ": must be finite and positive");
+  return InvalidArgument(std::string(field) + " = " + ShortestText(*scale) + ": must be finite and positive");
 }
 
 }  // namespace
@@ -77,17 +85,17 @@ Status ValidateConfig(const Config& config) {
   MSA_RETURN_IF_ERROR(RequirePositive("top_k", config.top_k));
   if (config.num_q_heads % config.num_kv_heads != 0) {
     return InvalidArgument("num_q_heads (Hq) = " + std::to_string(config.num_q_heads) +
-                           " is not a multiple of num_kv_heads (Hkv) = " +
-                           std::to_string(config.num_kv_heads) + ": GQA needs Hq % Hkv == 0");
+                           ": must be a multiple of num_kv_heads (Hkv) = " + std::to_string(config.num_kv_heads) +
+                           " (GQA: G = Hq / Hkv query heads share one kv head)");
   }
   if (config.init_blocks < 0) {
-    return InvalidArgument("init_blocks = " + std::to_string(config.init_blocks) + ": must be >= 0");
+    return InvalidArgument("init_blocks = " + std::to_string(config.init_blocks) + ": must be at least 0");
   }
-  if (config.top_k < config.init_blocks + 1) {
-    return InvalidArgument("top_k = " + std::to_string(config.top_k) +
-                           " is smaller than the forced blocks (init_blocks " +
-                           std::to_string(config.init_blocks) + " + the local block = " +
-                           std::to_string(config.init_blocks + 1) + ")");
+  const int64_t forced = int64_t{config.init_blocks} + 1;  // init blocks + the local block; no int overflow
+  if (config.top_k < forced) {
+    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at least init_blocks + 1 = " +
+                           std::to_string(forced) + " (the forced blocks: " + std::to_string(config.init_blocks) +
+                           " init blocks and the local block)");
   }
   MSA_RETURN_IF_ERROR(RequireFiniteScale("softmax_scale", config.softmax_scale));
   MSA_RETURN_IF_ERROR(RequireFiniteScale("index_scale", config.index_scale));

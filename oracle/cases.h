@@ -4,6 +4,7 @@
 #ifndef MSA_ORACLE_CASES_H_
 #define MSA_ORACLE_CASES_H_
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,9 @@ struct TestCase {
   std::string name;  // e.g. "prefill_b1_hq8_hkv2_d32_bs16_k4_i0_max_f64"
   ProblemSpec spec;
 };
+
+// GoogleTest prints a parameter with this instead of its bytes.
+inline void PrintTo(const TestCase& test_case, std::ostream* os) { *os << test_case.name; }
 
 // "<kind>_b<B>_hq<Hq>_hkv<Hkv>_d<D>_bs<Bk>_k<top_k>_i<init>_<pooling>_<dtype>"
 std::string CaseName(const std::string& kind, const ProblemSpec& spec);

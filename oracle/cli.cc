@@ -1,6 +1,9 @@
 // Argument parsing and dispatch for `msa`. Every failure is one line "msa: error: ..." and exit code 2.
 #include "oracle/cli.h"
 
+#include <exception>
+#include <new>
+
 #include <CLI/CLI.hpp>
 
 namespace msa {
@@ -31,10 +34,24 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
     streams.out << app.help("", CLI::AppFormatMode::All);
     return 0;
   } catch (const CLI::ParseError& error) {
+    if (app.get_subcommands().empty() && dynamic_cast<const CLI::RequiredError*>(&error) != nullptr) {
+      streams.err << "msa: error: no subcommand given: must be one of: run (see msa --help)\n";
+      return 2;
+    }
     streams.err << "msa: error: " << error.what() << " (see msa --help)\n";
     return 2;
   }
-  if (run_command->parsed()) return RunCommand(run, streams);
+  if (!run_command->parsed()) {
+    streams.err << "msa: error: no subcommand given: must be one of: run (see msa --help)\n";
+    return 2;
+  }
+  try {
+    return RunCommand(run, streams);
+  } catch (const std::bad_alloc&) {
+    streams.err << "msa: error: out of memory\n";
+  } catch (const std::exception& error) {  // a bug: the library reports bad input through Status
+    streams.err << "msa: error: internal error: " << error.what() << "\n";
+  }
   return 2;
 }
 

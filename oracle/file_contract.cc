@@ -24,10 +24,22 @@ std::string ShapeString(const std::vector<int64_t>& shape) {
   return text + "]";
 }
 
+// A JSON value (or a string, quoted) spelled for a one-line message: escaped, invalid UTF-8 replaced, cut short.
+std::string Brief(const nlohmann::json& value) {
+  constexpr size_t kMaxChars = 64;
+  std::string text = value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
+  return text;
+}
+
+constexpr const char* kInputTensors = "q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k";
+
 Status TakeFloatTensor(const SafetensorsFile& file, const std::string& origin, const char* name,
                        SafetensorsTensor* tensor) {
   const SafetensorsTensor* found = file.Find(name);
-  if (found == nullptr) return InvalidArgument(origin + ": tensor \"" + name + "\" is missing");
+  if (found == nullptr) {
+    return InvalidArgument(origin + ": tensor \"" + name + "\" is missing: inputs must hold " + kInputTensors);
+  }
   if (found->shape.size() != 3) {
     return InvalidArgument(origin + ": tensor \"" + name + "\" has shape " + ShapeString(found->shape) +
                            ": must be rank 3 [rows, heads, dim]");
@@ -36,6 +48,14 @@ Status TakeFloatTensor(const SafetensorsFile& file, const std::string& origin, c
     return InvalidArgument(origin + ": tensor \"" + name + "\" has dtype " + std::string(DTypeName(found->dtype)) +
                            ": must be F64, F32, BF16 or F16");
   }
+  // Head counts and dims become int fields of the config: they must fit.
+  for (size_t axis = 1; axis < 3; ++axis) {
+    if (found->shape[axis] > INT32_MAX) {
+      return InvalidArgument(origin + ": tensor \"" + name + "\" has shape " + ShapeString(found->shape) + ": its " +
+                             (axis == 1 ? "head count" : "head dim") + " must be at most " +
+                             std::to_string(INT32_MAX));
+    }
+  }
   *tensor = *found;
   return Status::Ok();
 }
@@ -43,7 +63,9 @@ Status TakeFloatTensor(const SafetensorsFile& file, const std::string& origin, c
 Status TakePrefixSums(const SafetensorsFile& file, const std::string& origin, const char* name,
                       std::vector<int32_t>* values) {
   const SafetensorsTensor* found = file.Find(name);
-  if (found == nullptr) return InvalidArgument(origin + ": tensor \"" + name + "\" is missing");
+  if (found == nullptr) {
+    return InvalidArgument(origin + ": tensor \"" + name + "\" is missing: inputs must hold " + kInputTensors);
+  }
   if (found->dtype != DType::kI32 || found->shape.size() != 1) {
     return InvalidArgument(origin + ": tensor \"" + name + "\" is " + std::string(DTypeName(found->dtype)) + " " +
                            ShapeString(found->shape) + ": must be I32 [B+1]");
@@ -60,8 +82,12 @@ Status ReadIntField(const nlohmann::json& json, const std::string& origin, const
     return InvalidArgument(origin + ": msa_config." + key + " is missing");
   }
   const nlohmann::json& field = json[key];
-  if (!field.is_number_integer() || field.get<int64_t>() < INT32_MIN || field.get<int64_t>() > INT32_MAX) {
-    return InvalidArgument(origin + ": msa_config." + key + " = " + field.dump() + ": must be a 32-bit integer");
+  // An unsigned literal above INT64_MAX must not wrap into range through get<int64_t>().
+  const bool fits = field.is_number_unsigned() ? field.get<uint64_t>() <= uint64_t{INT32_MAX}
+                    : field.is_number_integer() ? field.get<int64_t>() >= INT32_MIN && field.get<int64_t>() <= INT32_MAX
+                                                : false;
+  if (!fits) {
+    return InvalidArgument(origin + ": msa_config." + key + " = " + Brief(field) + ": must be a 32-bit integer");
   }
   *value = field.get<int>();
   return Status::Ok();
@@ -71,7 +97,7 @@ Status ReadScaleField(const nlohmann::json& json, const std::string& origin, con
                       std::optional<double>* value) {
   if (!json.contains(key) || json[key].is_null()) return Status::Ok();
   if (!json[key].is_number()) {
-    return InvalidArgument(origin + ": msa_config." + key + " = " + json[key].dump() + ": must be a number");
+    return InvalidArgument(origin + ": msa_config." + key + " = " + Brief(json[key]) + ": must be a number");
   }
   *value = json[key].get<double>();
   return Status::Ok();
@@ -80,15 +106,17 @@ Status ReadScaleField(const nlohmann::json& json, const std::string& origin, con
 Status ParseConfigJson(const std::string& text, const std::string& origin, Config* config) {
   const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (json.is_discarded() || !json.is_object()) {
-    return InvalidArgument(origin + ": __metadata__[\"msa_config\"] is not a JSON object: " + text.substr(0, 80));
+    return InvalidArgument(origin + ": __metadata__[\"msa_config\"] = " + Brief(nlohmann::json(text)) +
+                           ": must be a JSON object (block_size, top_k, init_blocks, pooling, ...)");
   }
-  for (const auto& [key, unused] : json.items()) {
+  for (const auto& [key, value] : json.items()) {
     static const char* kKnown[] = {"block_size", "top_k", "init_blocks", "pooling", "softmax_scale",
                                    "index_scale", "precision"};
-    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return key == k; }) ==
+    const std::string& name = key;  // clang 14 cannot capture a structured binding in a lambda
+    if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; }) ==
         std::end(kKnown)) {
-      return InvalidArgument(origin + ": msa_config." + key +
-                             " is not a known key (block_size, top_k, init_blocks, pooling, softmax_scale, "
+      return InvalidArgument(origin + ": msa_config." + key + " = " + Brief(value) +
+                             ": not a known key (known: block_size, top_k, init_blocks, pooling, softmax_scale, "
                              "index_scale, precision)");
     }
   }
@@ -97,16 +125,24 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
   MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "init_blocks", false, &config->init_blocks));
   if (!json.contains("pooling")) return InvalidArgument(origin + ": msa_config.pooling is missing");
   if (!json["pooling"].is_string() || !ParsePooling(json["pooling"].get<std::string>(), &config->pooling)) {
-    return InvalidArgument(origin + ": msa_config.pooling = " + json["pooling"].dump() +
+    return InvalidArgument(origin + ": msa_config.pooling = " + Brief(json["pooling"]) +
                            ": must be \"max\", \"lse\" or \"mean\"");
   }
   if (json.contains("precision") &&
       (!json["precision"].is_string() || !ParsePrecision(json["precision"].get<std::string>(), &config->precision))) {
-    return InvalidArgument(origin + ": msa_config.precision = " + json["precision"].dump() +
+    return InvalidArgument(origin + ": msa_config.precision = " + Brief(json["precision"]) +
                            ": must be \"exact\", \"fp32\", \"bf16\" or \"fp16\"");
   }
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "softmax_scale", &config->softmax_scale));
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "index_scale", &config->index_scale));
+  // The config's own rules (block_size >= 1, top_k covers the forced blocks, scales finite and positive),
+  // checked with valid stand-in head counts and dims (they come from the shapes later), so that every
+  // message here names an msa_config field.
+  Config fields = *config;
+  fields.num_q_heads = fields.num_kv_heads = fields.head_dim = fields.value_dim = fields.index_head_dim = 1;
+  if (Status status = ValidateConfig(fields); !status.ok()) {
+    return InvalidArgument(origin + ": msa_config." + status.message());
+  }
   return Status::Ok();
 }
 
@@ -134,17 +170,18 @@ Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& or
   MSA_RETURN_IF_ERROR(TakePrefixSums(file, origin, "cu_seqlens_k", &loaded.cu_seqlens_k));
   const auto config_entry = file.metadata.find("msa_config");
   if (config_entry == file.metadata.end()) {
-    return InvalidArgument(origin + ": __metadata__ has no \"msa_config\" entry");
+    return InvalidArgument(origin + ": __metadata__[\"msa_config\"] is missing: inputs must carry the config "
+                           "(a JSON object with block_size, top_k, init_blocks, pooling)");
   }
   Config& config = loaded.config;
   MSA_RETURN_IF_ERROR(ParseConfigJson(config_entry->second, origin, &config));
-  // Head counts and dims come from the shapes; ValidateIndexInputs / ValidateAttentionInputs check them all.
-  const auto narrow = [](int64_t value) { return value > INT32_MAX ? INT32_MAX : int(value); };
-  config.num_q_heads = narrow(loaded.q.shape[1]);
-  config.head_dim = narrow(loaded.q.shape[2]);
-  config.num_kv_heads = narrow(loaded.k.shape[1]);
-  config.value_dim = narrow(loaded.v.shape[2]);
-  config.index_head_dim = narrow(loaded.index_q.shape[2]);
+  // Head counts and dims come from the shapes (TakeFloatTensor checked that they fit in int);
+  // ValidateIndexInputs / ValidateAttentionInputs check them all.
+  config.num_q_heads = int(loaded.q.shape[1]);
+  config.head_dim = int(loaded.q.shape[2]);
+  config.num_kv_heads = int(loaded.k.shape[1]);
+  config.value_dim = int(loaded.v.shape[2]);
+  config.index_head_dim = int(loaded.index_q.shape[2]);
   *problem = std::move(loaded);
   return Status::Ok();
 }

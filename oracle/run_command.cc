@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <string>
 
@@ -51,13 +52,22 @@ int Fail(const CliStreams& streams, const std::string& message) {
 
 // Fails early (before long work) when the outputs file could not be created later.
 Status CheckOutputPath(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::absolute(path).parent_path();
   std::error_code error;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
+  if (error) return IoError("--out " + path + ": cannot resolve the path: " + error.message());
+  const std::filesystem::path parent = absolute.parent_path();
   if (!std::filesystem::is_directory(parent, error)) {
     return IoError("--out " + path + ": directory " + parent.string() + " does not exist");
   }
   if (std::filesystem::is_directory(path, error)) return IoError("--out " + path + ": is a directory");
   return Status::Ok();
+}
+
+// The shared validation of every input, in reading order (config, batch, q, k, v, index_q, index_k), so
+// that a file's error is reported before anything is allocated for the outputs.
+Status ValidateProblem(const Problem& problem) {
+  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
+  return ValidateIndexInputs(problem.config, problem.index_inputs());
 }
 
 void PrintBatch(std::ostream& out, const Problem& problem) {
@@ -117,6 +127,8 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     inputs_sha256 = Sha256Hex(image.data(), image.size());
   } else if (Status status = LoadProblem(options.inputs, &problem, &inputs_sha256); !status.ok()) {
     return Fail(streams, status.message());
+  } else if (Status status = ValidateProblem(problem); !status.ok()) {
+    return Fail(streams, options.inputs + ": " + status.message());  // a file-content error names the file
   }
   const double load_seconds = load_clock.Seconds();
 
@@ -134,8 +146,16 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     if (inner) inner(f);
     if (f >= 1.0) select_seconds = select_clock.Seconds();
   };
-  if (Status status = RunBackend(*backend, problem, &outputs, select_progress, attend_progress); !status.ok()) {
-    return Fail(streams, status.message());
+  try {
+    if (Status status = RunBackend(*backend, problem, &outputs, select_progress, attend_progress); !status.ok()) {
+      return Fail(streams, status.message());
+    }
+  } catch (const std::bad_alloc&) {  // valid, but the outputs (or the backend's scratch) do not fit in memory
+    const Config& c = problem.config;
+    return Fail(streams, "out of memory computing the outputs (topk_indices [" + std::to_string(c.num_kv_heads) +
+                             ", " + std::to_string(problem.batch().total_q()) + ", " + std::to_string(c.top_k) +
+                             "], out [" + std::to_string(problem.batch().total_q()) + ", " +
+                             std::to_string(c.num_q_heads) + ", " + std::to_string(c.value_dim) + "])");
   }
   const double attend_seconds = select_clock.Seconds() - select_seconds;
 

@@ -152,7 +152,7 @@ TEST_P(BoundaryLength, SlotsFollowTheContract) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneTwoAndAroundTheBlock, BoundaryLength, testing::Values(1, 2, 3, 4, 5, 9),
-                         [](const testing::TestParamInfo<int>& info) { return "L" + std::to_string(info.param); });
+                         [](const testing::TestParamInfo<int>& info) { return std::string("L").append(std::to_string(info.param)); });
 
 // Main branch, hand-worked: one query, D = 1, q = 1, softmax_scale = 1, so scores equal the keys.
 Problem ScalarAttentionProblem(const std::vector<double>& keys, const std::vector<double>& values, int block_size,
