@@ -132,7 +132,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   }
   const double load_seconds = load_clock.Seconds();
 
-  out << "msa run: " << (options.inputs.empty() ? "default job (M3-like layer, 4 of M3's 64 query heads, 2 of its 4 groups)"
+  out << "msa run: " << (options.inputs.empty() ? "default job (M3-like layer, 8 of M3's 64 query heads in 2 of its 4 groups)"
                                                  : options.inputs)
       << ", backend " << backend->name << ", " << omp_get_max_threads() << " threads\n";
   out << "  config     " << DescribeConfig(problem.config) << "\n";

@@ -203,7 +203,7 @@ Status ParseEntry(const std::string& name, const Json& value, uint64_t data_size
   }
   if (entry->end > data_size) {
     return InvalidArgument(where + ": " + offsets_text + " run past the data section of " +
-                           std::to_string(data_size) + " bytes");
+                           std::to_string(data_size) + " bytes (the file is truncated or the offsets are wrong)");
   }
 
   const std::string shape_text =

@@ -474,7 +474,7 @@ TEST_F(CliErrorsTest, TruncatedInTheDataSection) {
   ExpectRefusedInput(RunOnBytes(image.bytes),
                      "tensor \"cu_seqlens_k\": data_offsets [" + std::to_string(begin) + ", " +
                          std::to_string(begin + 12) + "] run past the data section of " +
-                         std::to_string(image.data_size - 4) + " bytes");
+                         std::to_string(image.data_size - 4) + " bytes (the file is truncated or the offsets are wrong)");
 }
 
 TEST_F(CliErrorsTest, TruncatedInTheHeader) {
@@ -515,7 +515,8 @@ TEST_F(CliErrorsTest, OverlappingOffsets) {
 
 TEST_F(CliErrorsTest, OffsetsOutOfRange) {
   ExpectRefusedInput(RunOnBytes(RawFile(R"({"q":{"dtype":"F64","shape":[2],"data_offsets":[0,16]}})", 8)),
-                     "tensor \"q\": data_offsets [0, 16] run past the data section of 8 bytes");
+                     "tensor \"q\": data_offsets [0, 16] run past the data section of 8 bytes"
+                     " (the file is truncated or the offsets are wrong)");
 }
 
 TEST_F(CliErrorsTest, DtypeAndByteCountDisagree) {
