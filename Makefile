@@ -3,8 +3,16 @@ BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
 CONFIGURE = cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS)
+CLANG ?= clang++-14
+# make sanitize: the unit tests under ASan + UBSan (clang, RelWithDebInfo), UBSan fatal.
+SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SANITIZE_LABELS ?= unit|reference|property|golden|fuzz
+# make fuzz: each target runs FUZZ_SECONDS on a copy of its corpus under $(BUILD)-fuzz/corpus.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= fuzz_safetensors fuzz_inputs fuzz_differential
+FUZZ_FLAGS ?= -rss_limit_mb=2048 -timeout=10 -max_len=8192 -print_final_stats=1
 
-.PHONY: run test build deps reproducibility-clang clean
+.PHONY: run test build deps reproducibility-clang sanitize fuzz clean
 
 deps:
 	@scripts/install-deps
@@ -17,8 +25,9 @@ build: deps
 run: build
 	$(BUILD)/oracle/msa run
 
-# Every CPU test. The reproducibility hashes are also checked from a clang++ build (SPEC section 4).
-test: build reproducibility-clang
+# Every CPU test. The reproducibility hashes are also checked from a clang++ build (SPEC section 4), and
+# the unit tests once under ASan + UBSan (sanitize); the full suite's summary comes last.
+test: build reproducibility-clang sanitize
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 reproducibility-clang: deps
@@ -27,5 +36,33 @@ reproducibility-clang: deps
 	cmake --build $(BUILD)-clang -j $(JOBS) --target reproducibility_test
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -L golden
 
+# The tests of SANITIZE_LABELS (fuzz: the corpus replays) built with clang++ under ASan + UBSan. package_consumer
+# is left out: it builds an outside project that does not carry the sanitizer flags.
+sanitize: deps
+	@test -f $(BUILD)-asan/build.ninja || \
+	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS) \
+	    -DCMAKE_CXX_COMPILER=$(CLANG) "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" -S . -B $(BUILD)-asan
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  ctest --output-on-failure -j $(JOBS) -L "$(SANITIZE_LABELS)" -E '^package_consumer$$'
+
+# libFuzzer with ASan + UBSan (fuzz/CMakeLists.txt, MSA_FUZZ=ON): builds fuzz_<target> for each of FUZZ_TARGETS,
+# then runs them one after the other for FUZZ_SECONDS each, on a copy of the checked-in corpus (new entries
+# accumulate under $(BUILD)-fuzz/corpus, never in the tree); crashes go to $(BUILD)-fuzz/artifacts.
+# Example: make fuzz FUZZ_TARGETS=fuzz_inputs FUZZ_SECONDS=600
+fuzz: deps
+	@test -f $(BUILD)-fuzz/build.ninja || \
+	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS) \
+	    -DCMAKE_CXX_COMPILER=$(CLANG) -DMSA_FUZZ=ON -DBUILD_TESTING=OFF -S . -B $(BUILD)-fuzz
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	@mkdir -p $(BUILD)-fuzz/artifacts
+	@set -e; for target in $(FUZZ_TARGETS); do \
+	  mkdir -p $(BUILD)-fuzz/corpus/$$target; \
+	  cp fuzz/corpus/$$target/* $(BUILD)-fuzz/corpus/$$target/; \
+	  echo "fuzz: $$target for $(FUZZ_SECONDS) s"; \
+	  $(BUILD)-fuzz/fuzz/$$target $(BUILD)-fuzz/corpus/$$target -max_total_time=$(FUZZ_SECONDS) $(FUZZ_FLAGS) \
+	    -artifact_prefix=$(BUILD)-fuzz/artifacts/$$target- ; \
+	done
+
 clean:
-	rm -rf $(BUILD) $(BUILD)-clang
+	rm -rf $(BUILD) $(BUILD)-clang $(BUILD)-asan $(BUILD)-fuzz

@@ -70,6 +70,13 @@ std::vector<TestCase> CanonicalCases() {
     spec.config.pooling = kMean;
     add("ties", spec);
   }
+  // All-equal scores: q and index_q are zero, so every block ties (the lowest ids win) and attention is
+  // uniform over the selected keys.
+  {
+    ProblemSpec spec = Spec(4, 2, 8, 4, 4, 0, kMax, {{37, 60}}, DType::kF64, 11);
+    spec.query_scale = 0.0;
+    add("ties_equal", spec);
+  }
   // Large logits: q and index_q scaled by 100, so |scores| reach about 1e4 and softmax is one-hot.
   {
     ProblemSpec spec = Spec(4, 2, 32, 8, 4, 0, kLse, {{50, 50}}, DType::kF64, 9);
@@ -78,6 +85,38 @@ std::vector<TestCase> CanonicalCases() {
   }
   // M3 shapes (Hq 64, Hkv 4, D 128, Bk 128, top_k 16) in a multi-token decode over 4096 keys.
   add("m3_decode", Spec(64, 4, 128, 128, 16, 0, kMax, {{4, 4096}}, DType::kBF16, 10));
+  return cases;
+}
+
+std::vector<TestCase> LargeCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  constexpr Pooling kMax = Pooling::kMax, kLse = Pooling::kLse, kMean = Pooling::kMean;
+  // M3 dims (D 128, Bk 128, top_k 16, Hkv 4) with 8 query heads (M3: 64) so the FP64 reference stays quick.
+  add("m3_prefill", Spec(8, 4, 128, 128, 16, 0, kMax, {{4096, 4096}}, DType::kBF16, 101));
+  add("m3_prefill", Spec(8, 4, 128, 128, 16, 0, kLse, {{2048, 2048}, {16, 6000}}, DType::kF16, 102));
+  add("m3_chunked", Spec(8, 4, 128, 128, 16, 0, kMean, {{1024, 3000}}, DType::kF32, 103));
+  // Full M3 heads decoding q_len 1, 7 and 16 over contexts up to 16K keys.
+  add("m3_decode", Spec(64, 4, 128, 128, 16, 0, kMax, {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 104));
+  // Large logits (|scores| about 1e4) and few-valued ties at M3 dims.
+  {
+    ProblemSpec spec = Spec(8, 4, 128, 128, 16, 0, kMax, {{1024, 1024}}, DType::kBF16, 105);
+    spec.query_scale = 100.0;
+    add("m3_large_logits", spec);
+  }
+  {
+    ProblemSpec spec = Spec(8, 4, 128, 128, 16, 0, kMean, {{512, 2600}}, DType::kF64, 106);
+    spec.few_valued_index = true;
+    add("m3_ties", spec);
+  }
+  // A ragged batch of nine sequences: empty ones, boundary lengths around Bk = 64, decode and chunks.
+  add("ragged", Spec(8, 2, 64, 64, 8, 1, kLse,
+                     {{0, 0}, {1, 1}, {63, 63}, {64, 64}, {65, 65}, {16, 1000}, {300, 777}, {0, 500}, {1, 2049}},
+                     DType::kF64, 107));
+  // A long chunk of queries over 8K keys with init blocks.
+  add("chunked", Spec(16, 2, 64, 64, 12, 2, kMax, {{512, 8192}}, DType::kF16, 108));
   return cases;
 }
 

@@ -28,6 +28,11 @@ std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 // every input dtype, and an M3-shaped decode.
 std::vector<TestCase> CanonicalCases();
 
+// Larger cases (seconds each on the reference) that the full golden suite adds to CanonicalCases: M3 dims at
+// prefill lengths 1024-4096, full-M3-head decode over 16K keys, lse and mean pooling, large logits and ties at
+// M3 dims, a ragged batch of nine sequences and a long chunked prefill.
+std::vector<TestCase> LargeCases();
+
 }  // namespace msa
 
 #endif  // MSA_ORACLE_CASES_H_

@@ -104,7 +104,25 @@ Status ReadScaleField(const nlohmann::json& json, const std::string& origin, con
 }
 
 Status ParseConfigJson(const std::string& text, const std::string& origin, Config* config) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Nothing nested is valid here; refusing deep values while parsing keeps Brief (nlohmann's dump recurses)
+  // from overflowing the stack on them.
+  constexpr int kMaxDepth = 16;
+  bool too_deep = false;
+  const nlohmann::json::parser_callback_t limit_depth = [&](int depth, nlohmann::json::parse_event_t event,
+                                                            nlohmann::json&) {
+    if ((event == nlohmann::json::parse_event_t::object_start || event == nlohmann::json::parse_event_t::array_start) &&
+        depth >= kMaxDepth) {
+      too_deep = true;
+      return false;
+    }
+    return true;
+  };
+  const nlohmann::json json = nlohmann::json::parse(text, limit_depth, /*allow_exceptions=*/false);
+  if (too_deep && !json.is_discarded()) {
+    return InvalidArgument(origin + ": __metadata__[\"msa_config\"] nests JSON arrays or objects more than " +
+                           std::to_string(kMaxDepth) + " levels deep: must be a flat JSON object (block_size, top_k, "
+                           "init_blocks, pooling, ...)");
+  }
   if (json.is_discarded() || !json.is_object()) {
     return InvalidArgument(origin + ": __metadata__[\"msa_config\"] = " + Brief(nlohmann::json(text)) +
                            ": must be a JSON object (block_size, top_k, init_blocks, pooling, ...)");
@@ -190,6 +208,9 @@ Status LoadProblem(const std::string& path, Problem* problem, std::string* input
   SafetensorsFile file;
   MSA_RETURN_IF_ERROR(ReadSafetensors(path, &file));
   MSA_RETURN_IF_ERROR(ProblemFromSafetensors(file, path, problem));
+  if (Status status = ValidateProblem(*problem); !status.ok()) {
+    return Status(status.code(), path + ": " + status.message());  // a file-content error names the file
+  }
   return Sha256OfFile(path, inputs_sha256);
 }
 

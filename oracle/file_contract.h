@@ -14,7 +14,8 @@ namespace msa {
 // Does not run ValidateIndexInputs / ValidateAttentionInputs (RunBackend does).
 Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& origin, Problem* problem);
 
-// Reads and parses an inputs file; inputs_sha256 receives the SHA-256 of the file's bytes.
+// Reads, parses and validates (ValidateProblem) an inputs file; inputs_sha256 receives the SHA-256 of the
+// file's bytes.
 Status LoadProblem(const std::string& path, Problem* problem, std::string* inputs_sha256);
 
 // The inverse of ProblemFromSafetensors: q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k + msa_config.

@@ -87,11 +87,15 @@ Problem GenerateProblem(const ProblemSpec& spec) {
   return problem;
 }
 
+Status ValidateProblem(const Problem& problem) {
+  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
+  return ValidateIndexInputs(problem.config, problem.index_inputs());
+}
+
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
                   const ProgressFn& select_progress, const ProgressFn& attend_progress) {
   // Validate before allocating: the output sizes come from the (possibly hostile) shapes.
-  MSA_RETURN_IF_ERROR(ValidateIndexInputs(problem.config, problem.index_inputs()));
-  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
+  MSA_RETURN_IF_ERROR(ValidateProblem(problem));
   outputs->Allocate(problem);
   MSA_RETURN_IF_ERROR(Select(backend, problem.config, problem.index_inputs(), outputs->selection_outputs(),
                              select_progress));

@@ -59,6 +59,9 @@ Problem GenerateProblem(const ProblemSpec& spec);
 // Overwrites element (row, head, d) of a rank-3 tensor, rounding to its dtype.
 void SetElement(SafetensorsTensor& tensor, int64_t row, int64_t head, int64_t d, double value);
 
+// Every input rule (config, batch, q, k, v, index_q, index_k, in that order), before anything is allocated.
+Status ValidateProblem(const Problem& problem);
+
 // Runs Select then Attend of `backend` on `problem` into freshly allocated `outputs`.
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
                   const ProgressFn& select_progress = {}, const ProgressFn& attend_progress = {});

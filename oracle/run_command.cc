@@ -45,31 +45,6 @@ std::string Fixed(double value, int digits) {
   return text;
 }
 
-int Fail(const CliStreams& streams, const std::string& message) {
-  streams.err << "msa: error: " << message << "\n";
-  return 2;
-}
-
-// Fails early (before long work) when the outputs file could not be created later.
-Status CheckOutputPath(const std::string& path) {
-  std::error_code error;
-  const std::filesystem::path absolute = std::filesystem::absolute(path, error);
-  if (error) return IoError("--out " + path + ": cannot resolve the path: " + error.message());
-  const std::filesystem::path parent = absolute.parent_path();
-  if (!std::filesystem::is_directory(parent, error)) {
-    return IoError("--out " + path + ": directory " + parent.string() + " does not exist");
-  }
-  if (std::filesystem::is_directory(path, error)) return IoError("--out " + path + ": is a directory");
-  return Status::Ok();
-}
-
-// The shared validation of every input, in reading order (config, batch, q, k, v, index_q, index_k), so
-// that a file's error is reported before anything is allocated for the outputs.
-Status ValidateProblem(const Problem& problem) {
-  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
-  return ValidateIndexInputs(problem.config, problem.index_inputs());
-}
-
 void PrintBatch(std::ostream& out, const Problem& problem) {
   const Batch batch = problem.batch();
   out << "  batch      " << batch.num_sequences() << " sequence(s):";
@@ -101,16 +76,12 @@ void PrintNeedle(std::ostream& out, const Problem& problem, const Outputs& outpu
 
 int RunCommand(const RunOptions& options, const CliStreams& streams) {
   std::ostream& out = streams.out;
-  const Backend* backend = FindBackend(options.backend);
-  if (backend == nullptr) {
-    std::string names;
-    for (const Backend& b : AllBackends()) names += (names.empty() ? "" : ", ") + std::string(b.name);
-    return Fail(streams, "--backend " + options.backend + ": unknown backend (compiled in: " + names + ")");
-  }
+  const Backend* backend = nullptr;
+  if (Status status = LookupBackend(options.backend, &backend); !status.ok()) return CliFail(streams, status.message());
   if (!options.out.empty()) {
-    if (Status status = CheckOutputPath(options.out); !status.ok()) return Fail(streams, status.message());
+    if (Status status = CheckOutputPath("--out", options.out); !status.ok()) return CliFail(streams, status.message());
   }
-  if (options.threads > 0) omp_set_num_threads(options.threads);
+  SetThreads(options.threads);
 
   Stopwatch load_clock;
   Problem problem;
@@ -122,13 +93,11 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     needle = job.needle;
     std::vector<uint8_t> image;  // the inputs as the file contract would store them
     if (Status status = SerializeSafetensors(ProblemToSafetensors(problem), &image); !status.ok()) {
-      return Fail(streams, status.message());
+      return CliFail(streams, status.message());
     }
     inputs_sha256 = Sha256Hex(image.data(), image.size());
   } else if (Status status = LoadProblem(options.inputs, &problem, &inputs_sha256); !status.ok()) {
-    return Fail(streams, status.message());
-  } else if (Status status = ValidateProblem(problem); !status.ok()) {
-    return Fail(streams, options.inputs + ": " + status.message());  // a file-content error names the file
+    return CliFail(streams, status.message());
   }
   const double load_seconds = load_clock.Seconds();
 
@@ -148,11 +117,11 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   };
   try {
     if (Status status = RunBackend(*backend, problem, &outputs, select_progress, attend_progress); !status.ok()) {
-      return Fail(streams, status.message());
+      return CliFail(streams, status.message());
     }
   } catch (const std::bad_alloc&) {  // valid, but the outputs (or the backend's scratch) do not fit in memory
     const Config& c = problem.config;
-    return Fail(streams, "out of memory computing the outputs (topk_indices [" + std::to_string(c.num_kv_heads) +
+    return CliFail(streams, "out of memory computing the outputs (topk_indices [" + std::to_string(c.num_kv_heads) +
                              ", " + std::to_string(problem.batch().total_q()) + ", " + std::to_string(c.top_k) +
                              "], out [" + std::to_string(problem.batch().total_q()) + ", " +
                              std::to_string(c.num_q_heads) + ", " + std::to_string(c.value_dim) + "])");
@@ -166,7 +135,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   Stopwatch write_clock;
   if (!options.out.empty()) {
     const SafetensorsFile file = OutputsToSafetensors(problem, outputs, backend->name, inputs_sha256);
-    if (Status status = WriteSafetensors(options.out, file); !status.ok()) return Fail(streams, status.message());
+    if (Status status = WriteSafetensors(options.out, file); !status.ok()) return CliFail(streams, status.message());
   }
   const double write_seconds = write_clock.Seconds();
 

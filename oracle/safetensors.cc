@@ -24,6 +24,9 @@ using FilePtr = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
 
 constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr size_t kMaxQuotedChars = 64;
+// Deepest JSON nesting the header may have (a valid header needs 3: header, entry, shape). Deeper values are
+// refused while parsing: printing one in a message (nlohmann's dump recurses) would overflow the stack.
+constexpr int kMaxJsonDepth = 16;
 
 // A header entry whose every rule has been checked; offsets are relative to the data section.
 struct Entry {
@@ -225,10 +228,16 @@ Status ParseEntry(const std::string& name, const Json& value, uint64_t data_size
 Status ParseHeader(std::string_view text, uint64_t data_size, Header* header) {
   std::set<std::string> top_level_keys;
   std::string duplicate;
+  bool too_deep = false;
   const Json::parser_callback_t find_duplicates = [&](int depth, Json::parse_event_t event, Json& parsed) {
     if (depth == 1 && event == Json::parse_event_t::key && duplicate.empty() &&
         !top_level_keys.insert(parsed.get<std::string>()).second) {
       duplicate = parsed.get<std::string>();
+    }
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxJsonDepth) {
+      too_deep = true;
+      return false;  // discard the value: nothing that deep is ever kept
     }
     return true;
   };
@@ -237,6 +246,10 @@ Status ParseHeader(std::string_view text, uint64_t data_size, Header* header) {
     SyntaxErrorRecorder recorder;
     Json::sax_parse(text.begin(), text.end(), &recorder);
     return InvalidArgument("header is not valid JSON: " + recorder.message.substr(0, 200));
+  }
+  if (too_deep) {
+    return InvalidArgument("header nests JSON arrays or objects more than " + std::to_string(kMaxJsonDepth) +
+                           " levels deep (a safetensors header needs 3)");
   }
   if (!json.is_object()) {
     return InvalidArgument(std::string("header is a JSON ") + json.type_name() + ", not an object");

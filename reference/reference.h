@@ -34,6 +34,13 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
 // scores: [visible] pooled block scores of one (query, group); row: [top_k].
 void PlaceSelection(const Config& config, const double* scores, int64_t visible, int32_t* row);
 
+// index_lse [Hidx, total_q] over the blocks of a given selection (valid prefix of each row, any order), in
+// the canonical order: what SelectBlocks writes for its own selection. Lets the oracle judge an
+// implementation's index_lse on that implementation's selection. Preconditions: ValidateIndexInputs and
+// ValidateSelectionForAttend passed.
+Status IndexLseForSelection(const Config& config, const IndexInputs& inputs, const SelectionView& selection,
+                            double* index_lse);
+
 // Main branch on a given selection. Preconditions: ValidateAttentionInputs and
 // ValidateSelectionForAttend passed.
 Status AttendSelected(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,

@@ -33,6 +33,27 @@ void BlockMeanKey(const double* index_k, int64_t first_key, int64_t count, int64
   }
 }
 
+// logsumexp of the token scores [num_keys] of the blocks in the valid prefix of `row`, over their visible keys
+// in ascending key position (the blocks are visited in ascending id whatever their slot order).
+double SelectedLogSumExp(const Config& config, const double* token_scores, int64_t num_keys, const int32_t* row) {
+  std::vector<int32_t> selected;
+  for (int64_t slot = 0; slot < config.top_k && row[slot] != -1; ++slot) selected.push_back(row[slot]);
+  std::sort(selected.begin(), selected.end());
+  std::vector<double> gathered;
+  for (int32_t blk : selected) {
+    const int64_t first = int64_t(blk) * config.block_size;
+    const int64_t count = std::min<int64_t>(config.block_size, num_keys - first);
+    gathered.insert(gathered.end(), &token_scores[first], &token_scores[first] + count);
+  }
+  return CanonicalLogSumExp(gathered.data(), int64_t(gathered.size()));
+}
+
+// Token scores x[s] = dot(index_q[t, r], index_k[s]) * index_scale for s in 0..num_keys-1 of one sequence.
+void TokenScores(const double* query, const double* index_k, int64_t key_begin, int64_t num_keys, int64_t di,
+                 double index_scale, double* scores) {
+  for (int64_t s = 0; s < num_keys; ++s) scores[s] = CanonicalDot(query, &index_k[(key_begin + s) * di], di) * index_scale;
+}
+
 }  // namespace
 
 // [teach:place-selection]
@@ -104,9 +125,9 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
     const bool need_tokens = config.pooling != Pooling::kMean || outputs.index_lse != nullptr;
     if (need_tokens) {
       token_scores.resize(num_keys);
-      for (int64_t s = 0; s < num_keys; ++s) {
-        token_scores[s] = CanonicalDot(query, &index_k[(place.key_begin + s) * di], di) * index_scale;
-        if (!std::isfinite(token_scores[s])) return reject_row();
+      TokenScores(query, index_k.data(), place.key_begin, num_keys, di, index_scale, token_scores.data());
+      for (double score : token_scores) {
+        if (!std::isfinite(score)) return reject_row();
       }
     }
 
@@ -147,15 +168,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
       std::fill(out_scores + visible, out_scores + max_blocks, kMinusInf);
     }
     if (outputs.index_lse != nullptr) {
-      // Token scores of the selected blocks' visible keys, in ascending key position.
-      std::vector<int32_t> selected(row, row + std::min<int64_t>(visible, config.top_k));
-      std::sort(selected.begin(), selected.end());
-      std::vector<double> gathered;
-      for (int32_t blk : selected) {
-        const int64_t first = blk * bk, count = std::min(bk, num_keys - first);
-        gathered.insert(gathered.end(), &token_scores[first], &token_scores[first] + count);
-      }
-      outputs.index_lse[r * total_q + t] = CanonicalLogSumExp(gathered.data(), int64_t(gathered.size()));
+      outputs.index_lse[r * total_q + t] = SelectedLogSumExp(config, token_scores.data(), num_keys, row);
     }
   });
 
@@ -165,6 +178,23 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
                            std::to_string(bad % hidx) +
                            " is not finite: index_q and index_k are too large for a double dot product");
   }
+  return Status::Ok();
+}
+
+Status IndexLseForSelection(const Config& config, const IndexInputs& inputs, const SelectionView& selection,
+                            double* index_lse) {
+  const int64_t total_q = inputs.batch.total_q(), hidx = config.num_kv_heads, di = config.index_head_dim;
+  const std::vector<double> index_q = Widen(inputs.index_q);  // [total_q, Hidx, Di]
+  const std::vector<double> index_k = Widen(inputs.index_k);  // [total_k, Di]
+  const std::vector<QueryPlace> places = PlaceQueries(inputs.batch);
+  ForEachRow(total_q * hidx, {}, [&](int64_t work) {
+    const int64_t t = work / hidx, r = work % hidx, num_keys = places[t].position + 1;
+    std::vector<double> token_scores(num_keys);
+    TokenScores(&index_q[(t * hidx + r) * di], index_k.data(), places[t].key_begin, num_keys, di, config.IndexScale(),
+                token_scores.data());
+    index_lse[r * total_q + t] =
+        SelectedLogSumExp(config, token_scores.data(), num_keys, selection.topk_indices + (r * total_q + t) * config.top_k);
+  });
   return Status::Ok();
 }
 

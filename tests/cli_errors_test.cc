@@ -556,7 +556,7 @@ TEST_F(CliErrorsTest, UnknownOption) {
 }
 
 TEST_F(CliErrorsTest, NoSubcommand) {
-  ExpectRefused(Run({}), "no subcommand given: must be one of: run (see msa --help)");
+  ExpectRefused(Run({}), "no subcommand given: must be one of: run, check, golden (see msa --help)");
 }
 
 TEST_F(CliErrorsTest, ThreadsZero) {

@@ -1,0 +1,33 @@
+// The yardstick of the oracle's 2x rule (SPEC section 5, FlashAttention's rule): the reference algorithm run
+// NAIVELY in a given precision, the way a plain framework implementation would (PyTorch-style eager
+// attention). Not canonical, but deterministic.
+//
+// For precision P with storage rounding R (double, float, bf16 or fp16) and accumulator A (double for
+// kExact, float otherwise):
+//   inputs are rounded to R;  dot = sequential sum in A of A-products;  score = R(R(dot) * scale);
+//   max pooling = max; lse pooling = m + log(sum exp(x - m)) in A; mean pooling = R(mean key in A), then dot;
+//   attention: m = max s, p = exp(s - m) in A, l = sum p in A, out = R(sum_j R(p_j / l) * v_j in A),
+//   lse = m + log(l) in A (kernels keep lse in fp32);  index_lse = lse of the token scores in A.
+#ifndef MSA_ORACLE_NAIVE_LOWP_H_
+#define MSA_ORACLE_NAIVE_LOWP_H_
+
+#include <vector>
+
+#include "oracle/precision.h"
+#include "oracle/problem.h"
+
+namespace msa {
+
+struct NaiveOutputs {
+  std::vector<double> block_scores;  // [Hidx, total_q, max_blocks]; -inf where invisible
+  std::vector<double> index_lse;     // [Hidx, total_q], over `selection`
+  std::vector<double> out;           // [total_q, Hq, Dv], over `selection`
+  std::vector<double> lse;           // [total_q, Hq]
+};
+
+// Precondition: ValidateProblem passed; selection [Hidx, total_q, top_k] passes ValidateSelectionForAttend.
+NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection);
+
+}  // namespace msa
+
+#endif  // MSA_ORACLE_NAIVE_LOWP_H_
