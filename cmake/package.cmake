@@ -13,10 +13,14 @@ target_compile_options(msa_package INTERFACE -ffp-contract=off)
 set_target_properties(msa_package PROPERTIES EXPORT_NAME msa)
 add_library(msa::msa ALIAS msa_package)
 set_target_properties(msa PROPERTIES EXPORT_NAME tool)
-install(TARGETS msa_package msa_oracle msa_registry msa_reference msa_core msa EXPORT msaTargets
+install(TARGETS msa_package msa_oracle msa_registry msa_simd msa_reference msa_core msa EXPORT msaTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${MSA_INSTALL_INCLUDEDIR})
+if(MSA_HAVE_CUDA)  # the CUDA backend (gpu/), linked into msa_registry; consumers find CUDAToolkit (msaConfig)
+  install(TARGETS msa_gpu EXPORT msaTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${PROJECT_SOURCE_DIR}/gpu/gpu_backend.h DESTINATION ${MSA_INSTALL_INCLUDEDIR}/gpu)
+endif()
 install(EXPORT msaTargets NAMESPACE msa:: DESTINATION ${MSA_INSTALL_CMAKEDIR})
 foreach(msa_dir include/msa oracle reference)
   file(GLOB msa_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${msa_dir}/*.h)

@@ -1,12 +1,25 @@
 // The one list of backends compiled into this binary. Only this file sees MSA_HAVE_SIMD / MSA_HAVE_CUDA.
 #include "msa/msa.h"
 #include "reference/reference.h"
+#ifdef MSA_HAVE_SIMD
+#include "simd/simd_backend.h"
+#endif
+#ifdef MSA_HAVE_CUDA
+#include "gpu/gpu_backend.h"
+#endif
 
 namespace msa {
 
 std::span<const Backend> AllBackends() {
+  // Slowest first: FastestBackend walks this list from the end.
   static const Backend kBackends[] = {
       reference::ReferenceBackend(),
+#ifdef MSA_HAVE_SIMD
+      simd::SimdBackend(),
+#endif
+#ifdef MSA_HAVE_CUDA
+      gpu::GpuBackend(),
+#endif
   };
   return kBackends;
 }
@@ -14,6 +27,14 @@ std::span<const Backend> AllBackends() {
 const Backend* FindBackend(std::string_view name) {
   for (const Backend& backend : AllBackends()) {
     if (backend.name == name) return &backend;
+  }
+  return nullptr;
+}
+
+const Backend* FastestBackend(const Config& config) {
+  const std::span<const Backend> backends = AllBackends();
+  for (auto backend = backends.rbegin(); backend != backends.rend(); ++backend) {
+    if (backend->is_available() && backend->supports(config).ok()) return &*backend;
   }
   return nullptr;
 }

@@ -111,6 +111,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     return 0;
   }
   MSA_FUZZ_CHECK(SameTensors(parsed, read), "Parse: " + Describe(parsed) + "\nRead:  " + Describe(read));
+  for (const SafetensorsTensor& tensor : parsed.tensors) {
+    const int64_t elements = tensor.num_elements();
+    MSA_FUZZ_CHECK(elements >= 0 && tensor.shape.size() <= size_t{kSafetensorsMaxDims} &&
+                       uint64_t(elements) * uint64_t(DTypeSize(tensor.dtype)) == tensor.bytes.size() &&
+                       tensor.name != "__metadata__",
+                   "accepted a tensor that breaks the rules: " + Describe(parsed));
+  }
 
   // What the reader accepts, the writer accepts; the round trip keeps everything.
   std::vector<uint8_t> serialized;

@@ -60,7 +60,10 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
       "run", "Compute every output of SPEC section 7; with no --inputs, run the embedded default job");
   run_command->add_option("--inputs", run.inputs, "inputs file (safetensors, file contract v1)");
   run_command->add_option("--out", run.out, "outputs file to write (safetensors)");
-  run_command->add_option("--backend", run.backend, "backend name")->capture_default_str();
+  run_command->add_option("--backend", run.backend,
+                          "backend name (default: the fastest available one that supports the precision)");
+  run_command->add_option("--precision", run.precision,
+                          "exact | fp32 | bf16 | fp16 (default: the inputs' msa_config.precision, else exact)");
   AddThreadsOption(run_command, &run.threads);
   run_command->add_option("--mass-recall-queries", run.mass_recall_queries,
                           "queries sampled for attention-mass recall")

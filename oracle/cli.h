@@ -32,10 +32,11 @@ void SetThreads(int threads);
 
 // `msa run` (oracle/run_command.cc).
 struct RunOptions {
-  std::string inputs;   // empty: the embedded default job
-  std::string out;      // empty: no outputs file
-  std::string backend = "reference";
-  int threads = 0;      // 0: OpenMP's default
+  std::string inputs;     // empty: the embedded default job
+  std::string out;        // empty: no outputs file
+  std::string backend;    // empty: the fastest available backend that supports the precision (FastestBackend)
+  std::string precision;  // exact | fp32 | bf16 | fp16; empty: the inputs' msa_config.precision (default exact)
+  int threads = 0;        // 0: OpenMP's default
   int mass_recall_queries = 256;
 };
 int RunCommand(const RunOptions& options, const CliStreams& streams);

@@ -103,4 +103,15 @@ Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outpu
                 outputs->attention_outputs(), attend_progress);
 }
 
+Status RunReference(const Problem& problem, Outputs* outputs) {
+  MSA_RETURN_IF_ERROR(ValidateProblem(problem));
+  Config exact = problem.config;
+  exact.precision = Precision::kExact;
+  const Backend& reference = *FindBackend("reference");
+  outputs->Allocate(problem);
+  MSA_RETURN_IF_ERROR(Select(reference, exact, problem.index_inputs(), outputs->selection_outputs()));
+  return Attend(reference, exact, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
+                outputs->attention_outputs());
+}
+
 }  // namespace msa

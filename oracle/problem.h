@@ -66,6 +66,10 @@ Status ValidateProblem(const Problem& problem);
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
                   const ProgressFn& select_progress = {}, const ProgressFn& attend_progress = {});
 
+// Runs the FP64 reference on `problem` at precision exact, whatever problem.config.precision asks of the
+// backend being judged (the reference computes only exact): the expectation every precision is judged against.
+Status RunReference(const Problem& problem, Outputs* outputs);
+
 }  // namespace msa
 
 #endif  // MSA_ORACLE_PROBLEM_H_

@@ -122,7 +122,7 @@ Status CheckDenseEquivalence(const Backend& backend, const ProblemSpec& spec) {
   covering.config.top_k = std::max<int>(spec.config.top_k, int(MaxBlocks(spec.config, GenerateProblem(spec).batch())));
   const Problem problem = GenerateProblem(covering);
   Outputs dense;
-  MSA_RETURN_IF_ERROR(RunBackend(*FindBackend("reference"), problem, &dense));  // its selection: every block
+  MSA_RETURN_IF_ERROR(RunReference(problem, &dense));  // its selection: every block
   Config exact = problem.config;
   exact.precision = Precision::kExact;
   MSA_RETURN_IF_ERROR(reference::DenseCausalAttention(exact, problem.attention_inputs(), dense.attention_outputs(), {}));
@@ -214,7 +214,7 @@ Status CheckGroupIndependence(const Backend& backend, const ProblemSpec& spec, u
 Status CheckBlockOrderInvariance(const Backend& backend, const ProblemSpec& spec, uint64_t seed) {
   const Problem problem = GenerateProblem(spec);
   Outputs reference;
-  MSA_RETURN_IF_ERROR(RunBackend(*FindBackend("reference"), problem, &reference));
+  MSA_RETURN_IF_ERROR(RunReference(problem, &reference));
   std::vector<int32_t> shuffled = reference.topk_indices;
   RandomStream random(seed, 11);
   for (size_t row = 0; row < shuffled.size(); row += problem.config.top_k) {
@@ -336,7 +336,7 @@ Status CheckSuffixRule(const Backend& backend, const ProblemSpec& spec, int32_t 
     return SameBits("suffix rule", "lse", chunk_outputs.lse, rows.lse);
   }
   Outputs reference;
-  MSA_RETURN_IF_ERROR(RunBackend(*FindBackend("reference"), chunk, &reference));
+  MSA_RETURN_IF_ERROR(RunReference(chunk, &reference));
   MSA_RETURN_IF_ERROR(Agrees("suffix rule (chunk)", chunk, reference, Candidate{chunk_outputs.topk_indices, chunk_outputs.out, chunk_outputs.lse, {}}));
   return Agrees("suffix rule (full prefill rows)", chunk, reference, Candidate{rows.topk_indices, rows.out, rows.lse, {}});
 }
@@ -364,7 +364,7 @@ Status CheckMaxDominance(const Backend& backend, const ProblemSpec& spec) {
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &outputs));
   double tau = 0;
   if (problem.config.precision != Precision::kExact) {
-    MSA_RETURN_IF_ERROR(RunBackend(*FindBackend("reference"), problem, &reference));
+    MSA_RETURN_IF_ERROR(RunReference(problem, &reference));
     Verdict verdict;
     MSA_RETURN_IF_ERROR(Judge(problem, reference, Candidate{outputs.topk_indices, {}, {}, {}}, RulesFor(problem), &verdict));
     tau = verdict.selection.tau;

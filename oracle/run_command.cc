@@ -72,12 +72,44 @@ void PrintNeedle(std::ostream& out, const Problem& problem, const Outputs& outpu
       << Fixed(scores[needle.block], 3) << ", best other history block " << Fixed(best_other, 3) << ")\n";
 }
 
+// The backend that runs `config`: the named one (it must be available and support the config), else the
+// fastest available one that supports it. Errors name the backend and the precision.
+Status ChooseBackend(const Backend* named, const Config& config, bool precision_given, const Backend** chosen) {
+  const std::string precision = (precision_given ? "--precision " : "precision ") +
+                                std::string(PrecisionName(config.precision));
+  if (named != nullptr) {
+    const std::string what = "--backend " + std::string(named->name) + ", " + precision + ": ";
+    if (!named->is_available()) {
+      return Unsupported(what + "backend " + std::string(named->name) + " is not available on this machine");
+    }
+    if (Status status = named->supports(config); !status.ok()) return Status(status.code(), what + status.message());
+    *chosen = named;
+    return Status::Ok();
+  }
+  *chosen = FastestBackend(config);
+  if (*chosen != nullptr) return Status::Ok();
+  std::string reasons;
+  for (const Backend& backend : AllBackends()) {
+    const Status status = backend.is_available() ? backend.supports(config)
+                                                 : Unsupported("backend " + std::string(backend.name) +
+                                                               " is not available on this machine");
+    reasons += (reasons.empty() ? "" : "; ") + status.message();
+  }
+  return Unsupported(precision + ": no available backend supports it (" + reasons + ")");
+}
+
 }  // namespace
 
 int RunCommand(const RunOptions& options, const CliStreams& streams) {
   std::ostream& out = streams.out;
-  const Backend* backend = nullptr;
-  if (Status status = LookupBackend(options.backend, &backend); !status.ok()) return CliFail(streams, status.message());
+  const Backend* named = nullptr;
+  if (!options.backend.empty()) {
+    if (Status status = LookupBackend(options.backend, &named); !status.ok()) return CliFail(streams, status.message());
+  }
+  Precision precision = Precision::kExact;
+  if (!options.precision.empty() && !ParsePrecision(options.precision, &precision)) {
+    return CliFail(streams, "--precision " + options.precision + ": must be exact, fp32, bf16 or fp16");
+  }
   if (!options.out.empty()) {
     if (Status status = CheckOutputPath("--out", options.out); !status.ok()) return CliFail(streams, status.message());
   }
@@ -100,10 +132,16 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     return CliFail(streams, status.message());
   }
   const double load_seconds = load_clock.Seconds();
+  if (!options.precision.empty()) problem.config.precision = precision;  // else the inputs' (default exact)
+  const Backend* backend = nullptr;
+  if (Status status = ChooseBackend(named, problem.config, !options.precision.empty(), &backend); !status.ok()) {
+    return CliFail(streams, status.message());
+  }
 
   out << "msa run: " << (options.inputs.empty() ? "default job (M3-like layer, 8 of M3's 64 query heads in 2 of its 4 groups)"
                                                  : options.inputs)
-      << ", backend " << backend->name << ", " << omp_get_max_threads() << " threads\n";
+      << ", backend " << backend->name << (named == nullptr ? " (the fastest available)" : "") << ", precision "
+      << PrecisionName(problem.config.precision) << ", " << omp_get_max_threads() << " threads\n";
   out << "  config     " << DescribeConfig(problem.config) << "\n";
   PrintBatch(out, problem);
 

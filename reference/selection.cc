@@ -144,10 +144,11 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
           scores[blk] = CanonicalLogSumExp(&token_scores[first], count);
           break;
         case Pooling::kMean: {
-          const double* block_mean = &full_block_means[(first_full_block[place.sequence] + blk) * di];
+          const double* block_mean = mean.data();
           if (count < bk) {  // the partial local block: mean over its visible keys only
             BlockMeanKey(index_k.data(), place.key_begin + first, count, di, mean.data());
-            block_mean = mean.data();
+          } else {  // (a sequence with no full block has no entry in full_block_means)
+            block_mean = full_block_means.data() + (first_full_block[place.sequence] + blk) * di;
           }
           scores[blk] = CanonicalDot(query, block_mean, di) * index_scale;
           break;

@@ -197,9 +197,18 @@ TEST_F(CliErrorsTest, ValidInputsWriteEveryOutput) {
   for (const char* key : {"msa_config", "backend", "version", "inputs_sha256", "outputs_sha256"}) {
     EXPECT_TRUE(written.metadata.count(key)) << key;
   }
-  EXPECT_EQ(written.metadata["backend"], "reference");
+  // By default the fastest available backend that supports the precision (exact) runs, and says so.
+  const std::string fastest(FastestBackend(SmallSpec().config)->name);
+  EXPECT_EQ(written.metadata["backend"], fastest);
+  EXPECT_NE(result.out.find("backend " + fastest + " (the fastest available), precision exact"), std::string::npos)
+      << result.out;
   EXPECT_EQ(written.metadata["outputs_sha256"].size(), 64u);
   EXPECT_NE(result.out.find("outputs " + written.metadata["outputs_sha256"]), std::string::npos) << result.out;
+  // Every exact backend gives the reference's bits: --backend reference writes the same outputs.
+  const CliResult reference = Run({"run", "--inputs", in_, "--out", out_, "--backend", "reference"});
+  ASSERT_EQ(reference.code, 0) << reference.err;
+  EXPECT_NE(reference.out.find("backend reference, precision exact"), std::string::npos) << reference.out;
+  EXPECT_NE(reference.out.find("outputs " + written.metadata["outputs_sha256"]), std::string::npos) << reference.out;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir_)) {
     const std::string path = entry.path().string();
     EXPECT_TRUE(path == in_ || path == out_) << "unexpected file left behind: " << path;
@@ -547,6 +556,37 @@ TEST_F(CliErrorsTest, UnknownBackend) {
   for (const Backend& backend : AllBackends()) names += (names.empty() ? "" : ", ") + std::string(backend.name);
   ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--backend", "nope"}),
                 "--backend nope: unknown backend (compiled in: " + names + ")");
+}
+
+TEST_F(CliErrorsTest, UnknownPrecision) {
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--precision", "fp64"}),
+                "--precision fp64: must be exact, fp32, bf16 or fp16");
+}
+
+TEST_F(CliErrorsTest, BackendThatDoesNotSupportThePrecision) {
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--backend", "reference", "--precision", "bf16"}),
+                "--backend reference, --precision bf16: backend reference computes only precision exact (FP64 "
+                "canonical), not bf16");
+}
+
+TEST_F(CliErrorsTest, PrecisionNoBackendSupports) {
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  for (const char* precision : {"fp32", "bf16", "fp16"}) {
+    Config config = SmallSpec().config;
+    ASSERT_TRUE(ParsePrecision(precision, &config.precision));
+    if (FastestBackend(config) != nullptr) continue;  // some compiled-in backend computes it
+    const CliResult result = Run({"run", "--inputs", in_, "--out", out_, "--precision", precision});
+    EXPECT_EQ(result.code, 2);
+    EXPECT_EQ(result.err.rfind("msa: error: --precision " + std::string(precision) +
+                                   ": no available backend supports it (backend reference computes only",
+                               0),
+              0u)
+        << result.err;
+    EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;
+    EXPECT_FALSE(fs::exists(out_));
+  }
 }
 
 TEST_F(CliErrorsTest, UnknownOption) {

@@ -54,7 +54,7 @@ JudgeOptions Rules(Precision precision) {
 TEST_P(Conformance, OwnSelectionAndAttentionAgreeWithTheReference) {
   const Problem problem = GenerateProblem(spec());
   Outputs reference, outputs;
-  ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
+  ASSERT_TRUE(RunReference(problem, &reference).ok());
   const Status status = RunBackend(backend(), problem, &outputs);
   ASSERT_TRUE(status.ok()) << status.message();
   Verdict verdict;
@@ -67,7 +67,7 @@ TEST_P(Conformance, OwnSelectionAndAttentionAgreeWithTheReference) {
 TEST_P(Conformance, AttentionOnTheReferenceSelectionAgrees) {
   const Problem problem = GenerateProblem(spec());
   Outputs reference, outputs;
-  ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
+  ASSERT_TRUE(RunReference(problem, &reference).ok());
   outputs.Allocate(problem);
   const Status status = Attend(backend(), problem.config, problem.attention_inputs(),
                                SelectionView{reference.topk_indices.data()}, outputs.attention_outputs());

@@ -65,10 +65,12 @@ struct Backend {
                    const AttentionOutputs& outputs, const ProgressFn& progress);
 };
 
-// Every backend compiled into this binary, reference first. The list lives in core/registry.cc.
+// Every backend compiled into this binary, slowest first (reference first). The list lives in core/registry.cc.
 std::span<const Backend> AllBackends();
 // The named backend, or nullptr when it is not compiled in.
 const Backend* FindBackend(std::string_view name);
+// The fastest backend that is available on this machine and supports `config` (its precision), or nullptr.
+const Backend* FastestBackend(const Config& config);
 
 // Sizes derived from the batch: max_blocks = ceil(max k_len / block_size).
 int64_t MaxBlocks(const Config& config, const Batch& batch);

@@ -1,0 +1,140 @@
+// Kernels shared by both modes: input conversion, fills, and the exp-free top-k ranking (SPEC section 2).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "gpu/kernels.h"
+
+namespace msa::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+inline unsigned GridFor(int64_t n) { return unsigned((n + kThreads - 1) / kThreads); }
+
+__device__ double LoadWide(const void* src, int type, int64_t i) {
+  switch (type) {
+    case kInF64: return static_cast<const double*>(src)[i];
+    case kInF32: return double(static_cast<const float*>(src)[i]);
+    case kInBF16: {
+      const uint32_t bits = uint32_t(static_cast<const uint16_t*>(src)[i]) << 16;
+      return double(__uint_as_float(bits));
+    }
+    default: {
+      const __half h = __ushort_as_half(static_cast<const uint16_t*>(src)[i]);
+      return double(__half2float(h));  // exact: every fp16 is a float
+    }
+  }
+}
+
+__global__ void WidenKernel(const void* src, int type, int64_t n, double* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = LoadWide(src, type, i);
+  }
+}
+
+// Round to nearest even from double: round to float toward zero with a sticky last bit (round to odd), then
+// to the 16-bit format with round-to-nearest-even: no double-rounding error (float keeps > 2 extra bits).
+__device__ uint16_t NarrowTo16(double x, int lowp) {
+  float f = __double2float_rz(x);
+  if (double(f) != x && x == x && f == f && !isinf(f)) f = __uint_as_float(__float_as_uint(f) | 1u);
+  if (lowp == kLowpBF16) return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+  return __half_as_ushort(__float2half_rn(f));
+}
+
+__global__ void RoundKernel(const void* src, int type, int64_t n, int lowp, uint16_t* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = NarrowTo16(LoadWide(src, type, i), lowp);
+  }
+}
+
+template <typename T>
+__global__ void FillKernel(T* dst, int64_t n, T value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = value;
+  }
+}
+
+unsigned CappedGrid(int64_t n) {
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  return unsigned(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+// [teach:gpu-rank] One thread per chunk row: the first `take` ranked candidates kept sorted in the output
+// row itself (score desc, id asc), by insertion; candidates arrive in ascending id, so an equal score never
+// displaces an earlier one. Then the init blocks ascending, the local block last, -1 padding.
+template <typename S>
+__global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= g.nq * g.hidx) return;
+  const int64_t t_local = row / g.hidx, r = row % g.hidx;
+  const int64_t pos = g.pos0 + t_local;
+  const int64_t local = pos / g.bk;
+  const int64_t init = g.init_blocks < local ? g.init_blocks : local;
+  const S* scores = bs + row * g.max_blocks;
+  int32_t* out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
+  const int64_t forced = init + 1;
+  int64_t take = g.top_k - forced;
+  if (take > local - init) take = local - init;
+  int64_t count = 0;
+  for (int64_t b = init; b < local && take > 0; ++b) {
+    const S s = scores[b];
+    if (count == take) {
+      if (!(s > scores[out[take - 1]])) continue;  // not better than the worst kept one
+      count = take - 1;                              // the worst drops out
+    }
+    int64_t at = count;
+    while (at > 0 && s > scores[out[at - 1]]) {     // strictly better than the one before: move past it
+      out[at] = out[at - 1];
+      --at;
+    }
+    out[at] = int32_t(b);
+    ++count;
+  }
+  int64_t slot = count;
+  for (int64_t b = 0; b < init; ++b) out[slot++] = int32_t(b);
+  out[slot++] = int32_t(local);
+  while (slot < g.top_k) out[slot++] = -1;
+}
+// [/teach:gpu-rank]
+
+}  // namespace
+
+cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst) {
+  if (n <= 0) return cudaSuccess;
+  WidenKernel<<<CappedGrid(n), kThreads>>>(src, type, n, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundToLowp(const void* src, int type, int64_t n, int lowp, uint16_t* dst) {
+  if (n <= 0) return cudaSuccess;
+  RoundKernel<<<CappedGrid(n), kThreads>>>(src, type, n, lowp, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t FillDouble(double* dst, int64_t n, double value) {
+  if (n <= 0) return cudaSuccess;
+  FillKernel<double><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t FillFloat(float* dst, int64_t n, float value) {
+  if (n <= 0) return cudaSuccess;
+  FillKernel<float><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk) {
+  const int64_t rows = g.nq * g.hidx;
+  if (rows <= 0) return cudaSuccess;
+  RankKernel<double><<<GridFor(rows), kThreads>>>(bs, g, topk);
+  return cudaGetLastError();
+}
+
+cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk) {
+  const int64_t rows = g.nq * g.hidx;
+  if (rows <= 0) return cudaSuccess;
+  RankKernel<float><<<GridFor(rows), kThreads>>>(bs, g, topk);
+  return cudaGetLastError();
+}
+
+}  // namespace msa::gpu

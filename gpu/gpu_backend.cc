@@ -1,0 +1,419 @@
+// The gpu backend's host side: support checks, packing the strided host views, uploads, the chunked launch
+// plan of the index branch, downloads. Kernels live in exact_kernels.cu, lowp_kernels.cu, common_kernels.cu.
+#include "gpu/gpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "gpu/device_buffer.h"
+#include "gpu/kernels.h"
+#include "reference/reference.h"
+
+namespace msa::gpu {
+namespace {
+
+thread_local double last_kernel_seconds = 0.0;
+
+// The device-memory budget of the index branch's per-chunk scratch (token scores, block scores, work).
+constexpr int64_t kChunkBudgetBytes = int64_t(2) << 30;
+constexpr int kExactMaxDim = 512;
+constexpr int kMaxTopK = 4096;
+
+struct DeviceInfo {
+  bool usable = false;
+  std::string description;
+};
+
+const DeviceInfo& Info() {
+  static const DeviceInfo info = [] {
+    DeviceInfo result;
+    int count = 0;
+    cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      result.description = std::string("no usable CUDA device: ") + cudaGetErrorString(error);
+      return result;
+    }
+    if (count == 0) {
+      result.description = "no CUDA device";
+      return result;
+    }
+    int device = 0;
+    cudaGetDevice(&device);
+    cudaDeviceProp prop{};
+    error = cudaGetDeviceProperties(&prop, device);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      result.description = std::string("cannot read the CUDA device's properties: ") + cudaGetErrorString(error);
+      return result;
+    }
+    char memory[32];
+    std::snprintf(memory, sizeof memory, "%.1f GiB", double(prop.totalGlobalMem) / double(1 << 30));
+    result.description = std::string(prop.name) + " (sm_" + std::to_string(prop.major) + std::to_string(prop.minor) +
+                         ", " + std::to_string(prop.multiProcessorCount) + " SMs, " + memory + ")";
+    if (prop.major < 8) {
+      result.description += ": the gpu backend needs compute capability 8.0 or newer";
+      return result;
+    }
+    // A context that cannot be created (driver too old for this build, say) makes the device unusable.
+    error = cudaFree(nullptr);
+    if (error != cudaSuccess) {
+      cudaGetLastError();
+      result.description += std::string(": cannot create a context: ") + cudaGetErrorString(error);
+      return result;
+    }
+    result.usable = true;
+    return result;
+  }();
+  return info;
+}
+
+bool IsAvailable() { return Info().usable; }
+
+Status Supports(const Config& config) {
+  const std::string name = std::string(PrecisionName(config.precision));
+  if (config.precision == Precision::kFp32) {
+    return Unsupported("backend gpu computes precisions exact, bf16 and fp16, not fp32 (not implemented yet)");
+  }
+  const int limit = config.precision == Precision::kExact ? kExactMaxDim : kLowpMaxDim;
+  for (const auto& [field, value] : {std::pair{"head_dim", config.head_dim}, {"value_dim", config.value_dim},
+                                     {"index_head_dim", config.index_head_dim}}) {
+    if (value > limit) {
+      return Unsupported("backend gpu at precision " + name + " takes " + field + " up to " + std::to_string(limit) +
+                         ", not " + std::to_string(value));
+    }
+  }
+  if (config.top_k > kMaxTopK) {
+    return Unsupported("backend gpu takes top_k up to " + std::to_string(kMaxTopK) + ", not " +
+                       std::to_string(config.top_k));
+  }
+  return Status::Ok();
+}
+
+int TypeCode(DType dtype) {
+  switch (dtype) {
+    case DType::kF64: return kInF64;
+    case DType::kF32: return kInF32;
+    case DType::kBF16: return kInBF16;
+    default: return kInF16;
+  }
+}
+
+int LowpCode(Precision precision) { return precision == Precision::kBf16 ? kLowpBF16 : kLowpF16; }
+
+// Packs a strided view into [rows, heads, dim] of its own dtype (only the view's elements are read).
+std::vector<unsigned char> Pack(const TensorView& view) {
+  const int64_t es = DTypeSize(view.dtype);
+  std::vector<unsigned char> packed(size_t(view.rows * view.heads * view.dim * es));
+  const auto* src = static_cast<const unsigned char*>(view.data);
+#pragma omp parallel for schedule(static)
+  for (int64_t row = 0; row < view.rows; ++row) {
+    for (int64_t head = 0; head < view.heads; ++head) {
+      std::memcpy(&packed[size_t(((row * view.heads + head) * view.dim) * es)], src + view.Offset(row, head, 0) * es,
+                  size_t(view.dim * es));
+    }
+  }
+  return packed;
+}
+
+// A view on the device: exact mode widens it to double, low precision rounds it to 16 bits.
+struct DeviceTensor {
+  DeviceBuffer<double> wide;
+  DeviceBuffer<uint16_t> narrow;
+};
+
+Status Upload(const TensorView& view, Precision precision, const char* name, DeviceTensor* tensor) {
+  const int64_t n = view.rows * view.heads * view.dim;
+  if (n == 0) return Status::Ok();
+  const std::vector<unsigned char> packed = Pack(view);
+  DeviceBuffer<unsigned char> raw;
+  MSA_RETURN_IF_ERROR(raw.Allocate(int64_t(packed.size()), name));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(raw.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
+  if (precision == Precision::kExact) {
+    MSA_RETURN_IF_ERROR(tensor->wide.Allocate(n, name));
+    MSA_CUDA_RETURN_IF_ERROR(WidenToDouble(raw.get(), TypeCode(view.dtype), n, tensor->wide.get()));
+  } else {
+    MSA_RETURN_IF_ERROR(tensor->narrow.Allocate(n, name));
+    MSA_CUDA_RETURN_IF_ERROR(RoundToLowp(raw.get(), TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
+  }
+  MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // `raw` is freed on return
+  return Status::Ok();
+}
+
+// Times the device work between construction and Stop().
+class KernelTimer {
+ public:
+  KernelTimer() {
+    if (cudaEventCreate(&start_) == cudaSuccess && cudaEventCreate(&stop_) == cudaSuccess) {
+      ok_ = cudaEventRecord(start_) == cudaSuccess;
+    }
+    cudaGetLastError();
+  }
+  ~KernelTimer() {
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
+  }
+  void Stop() {
+    float ms = 0.0f;
+    if (ok_ && cudaEventRecord(stop_) == cudaSuccess && cudaEventSynchronize(stop_) == cudaSuccess &&
+        cudaEventElapsedTime(&ms, start_, stop_) == cudaSuccess) {
+      last_kernel_seconds = double(ms) / 1000.0;
+    }
+    cudaGetLastError();
+  }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  bool ok_ = false;
+};
+
+Status CheckDevice() {
+  if (!IsAvailable()) return Unsupported("backend gpu is not available: " + Info().description);
+  return Status::Ok();
+}
+
+// How many queries of a sequence of k_len keys one index-branch chunk takes.
+int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t max_blocks) {
+  const int64_t hidx = config.num_kv_heads;
+  const bool exact = config.precision == Precision::kExact;
+  int64_t per_query = hidx * max_blocks * (exact ? 8 : 4);  // block scores
+  if (exact) {
+    if (config.pooling != Pooling::kMean) per_query += hidx * k_len * 8;            // token scores
+    per_query += hidx * int64_t(config.top_k) * config.block_size * 8;              // index_lse work
+    per_query += int64_t(config.index_head_dim) * 8;                                // partial means
+  }
+  int64_t nq = std::max<int64_t>(1, kChunkBudgetBytes / std::max<int64_t>(per_query, 1));
+  nq = std::min<int64_t>(nq, (int64_t(65535) * 32) / hidx);  // grid limits of the token kernel
+  return std::min(nq, q_len);
+}
+
+Status SelectImpl(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+                  const ProgressFn& progress) {
+  last_kernel_seconds = 0.0;
+  const Batch& batch = inputs.batch;
+  const int64_t total_q = batch.total_q();
+  if (total_q == 0) return Status::Ok();
+  MSA_RETURN_IF_ERROR(CheckDevice());
+  const bool exact = config.precision == Precision::kExact;
+  const int64_t hidx = config.num_kv_heads, di = config.index_head_dim, bk = config.block_size;
+  const int64_t top_k = config.top_k, max_blocks = MaxBlocks(config, batch);
+  if (exact && !ExactFits(config.head_dim, config.value_dim, int(di), config.group_size())) {
+    return Unsupported("backend gpu: the exact kernels cannot tile these head dims in this device's shared memory");
+  }
+
+  DeviceTensor index_q, index_k;
+  MSA_RETURN_IF_ERROR(Upload(inputs.index_q, config.precision, "index_q", &index_q));
+  MSA_RETURN_IF_ERROR(Upload(inputs.index_k, config.precision, "index_k", &index_k));
+
+  // The chunk plan and the largest scratch any chunk needs.
+  int64_t max_rows = 0, max_tokens = 0, max_full_means = 0, max_nq = 0;
+  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+    const int64_t q_len = batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b];
+    const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
+    if (q_len == 0) continue;
+    const int64_t nq = ChunkQueries(config, q_len, k_len, max_blocks);
+    max_nq = std::max(max_nq, nq);
+    max_rows = std::max(max_rows, nq * hidx);
+    max_tokens = std::max(max_tokens, nq * hidx * k_len);
+    max_full_means = std::max(max_full_means, (k_len / bk) * di);
+  }
+  const bool want_lse = outputs.index_lse != nullptr;
+  DeviceBuffer<int32_t> topk;
+  DeviceBuffer<double> index_lse, bs_double, tokens, means, pmeans, work;
+  DeviceBuffer<float> bs_float;
+  DeviceBuffer<unsigned long long> bad_row;
+  MSA_RETURN_IF_ERROR(topk.Allocate(hidx * total_q * top_k, "topk_indices"));
+  if (want_lse) MSA_RETURN_IF_ERROR(index_lse.Allocate(hidx * total_q, "index_lse"));
+  MSA_RETURN_IF_ERROR(bad_row.Allocate(1, "flag"));
+  if (exact) {
+    MSA_RETURN_IF_ERROR(bs_double.Allocate(max_rows * max_blocks, "block scores"));
+    if (config.pooling != Pooling::kMean) MSA_RETURN_IF_ERROR(tokens.Allocate(max_tokens, "token scores"));
+    if (config.pooling == Pooling::kMean) {
+      MSA_RETURN_IF_ERROR(means.Allocate(max_full_means, "block mean keys"));
+      MSA_RETURN_IF_ERROR(pmeans.Allocate(max_nq * di, "partial block mean keys"));
+    }
+    if (want_lse) MSA_RETURN_IF_ERROR(work.Allocate(max_rows * top_k * bk, "index_lse work"));
+  } else {
+    MSA_RETURN_IF_ERROR(bs_float.Allocate(max_rows * max_blocks, "block scores"));
+  }
+  const unsigned long long no_bad = std::numeric_limits<unsigned long long>::max();
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(bad_row.get(), &no_bad, sizeof no_bad, cudaMemcpyHostToDevice));
+
+  const double scale = config.IndexScale();
+  const int pooling = int(config.pooling);
+  std::vector<double> host_bs_double;
+  std::vector<float> host_bs_float;
+  KernelTimer timer;
+  int64_t done_rows = 0;
+  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+    const int64_t q_begin = batch.cu_seqlens_q[b], q_len = batch.cu_seqlens_q[b + 1] - q_begin;
+    const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
+    if (q_len == 0) continue;
+    const int64_t nq_max = ChunkQueries(config, q_len, k_len, max_blocks);
+    ChunkGeometry g;
+    g.key_begin = batch.cu_seqlens_k[b];
+    g.k_len = k_len;
+    g.total_q = total_q;
+    g.hidx = int(hidx);
+    g.di = int(di);
+    g.bk = int(bk);
+    g.top_k = int(top_k);
+    g.init_blocks = config.init_blocks;
+    g.max_blocks = max_blocks;
+    if (exact && config.pooling == Pooling::kMean) {
+      MSA_CUDA_RETURN_IF_ERROR(ExactFullBlockMeans(index_k.wide.get(), g, means.get()));
+    }
+    for (int64_t c0 = 0; c0 < q_len; c0 += nq_max) {
+      g.t0 = q_begin + c0;
+      g.nq = std::min(nq_max, q_len - c0);
+      g.pos0 = k_len - q_len + c0;
+      const int64_t rows = g.nq * hidx;
+      if (exact) {
+        const int64_t ld = g.pos0 + g.nq;
+        MSA_CUDA_RETURN_IF_ERROR(FillDouble(bs_double.get(), rows * max_blocks, -INFINITY));
+        if (config.pooling != Pooling::kMean) {
+          MSA_CUDA_RETURN_IF_ERROR(ExactTokenScores(index_q.wide.get(), index_k.wide.get(), g, scale, tokens.get(), ld));
+        } else {
+          MSA_CUDA_RETURN_IF_ERROR(ExactPartialMeans(index_k.wide.get(), g, pmeans.get()));
+        }
+        MSA_CUDA_RETURN_IF_ERROR(ExactPool(pooling, tokens.get(), ld, index_q.wide.get(), means.get(), pmeans.get(), g,
+                                           scale, /*check_tokens=*/true, bs_double.get(), bad_row.get()));
+        MSA_CUDA_RETURN_IF_ERROR(RankDouble(bs_double.get(), g, topk.get()));
+        if (want_lse) {
+          MSA_CUDA_RETURN_IF_ERROR(
+              ExactIndexLse(index_q.wide.get(), index_k.wide.get(), topk.get(), g, scale, work.get(), index_lse.get()));
+        }
+      } else {
+        const int lowp = LowpCode(config.precision);
+        MSA_CUDA_RETURN_IF_ERROR(FillFloat(bs_float.get(), rows * max_blocks, -INFINITY));
+        if (config.pooling == Pooling::kMean) {
+          MSA_CUDA_RETURN_IF_ERROR(LowpMeanScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
+                                                  bs_float.get(), bad_row.get()));
+        } else {
+          MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
+                                                   float(scale), bs_float.get(), bad_row.get()));
+        }
+        MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));
+        if (want_lse) {
+          MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), g,
+                                                float(scale), index_lse.get()));
+        }
+      }
+      if (outputs.block_scores != nullptr) {  // chunk rows (t - t0) * Hidx + r -> [Hidx, total_q, max_blocks]
+        const size_t n = size_t(rows * max_blocks);
+        if (exact) {
+          host_bs_double.resize(n);
+          MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_double.data(), bs_double.get(), n * 8, cudaMemcpyDeviceToHost));
+        } else {
+          host_bs_float.resize(n);
+          MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_float.data(), bs_float.get(), n * 4, cudaMemcpyDeviceToHost));
+        }
+        for (int64_t row = 0; row < rows; ++row) {
+          double* dst = outputs.block_scores + ((row % hidx) * total_q + g.t0 + row / hidx) * max_blocks;
+          for (int64_t blk = 0; blk < max_blocks; ++blk) {
+            dst[blk] = exact ? host_bs_double[row * max_blocks + blk] : double(host_bs_float[row * max_blocks + blk]);
+          }
+        }
+      }
+      done_rows += g.nq;
+      if (progress) progress(double(done_rows) / double(total_q));
+    }
+  }
+  MSA_CUDA_RETURN_IF_ERROR(cudaGetLastError());
+  MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  timer.Stop();
+
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.topk_indices, topk.get(), size_t(hidx * total_q * top_k) * 4,
+                                      cudaMemcpyDeviceToHost));
+  if (want_lse) {
+    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.index_lse, index_lse.get(), size_t(hidx * total_q) * 8,
+                                        cudaMemcpyDeviceToHost));
+  }
+  unsigned long long bad = no_bad;
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(&bad, bad_row.get(), sizeof bad, cudaMemcpyDeviceToHost));
+  if (bad != no_bad) {
+    return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
+                           std::to_string(bad % hidx) + " is not finite: index_q and index_k are too large for " +
+                           (exact ? std::string("a double dot product") :
+                                    std::string(PrecisionName(config.precision)) + " inputs with fp32 accumulation"));
+  }
+  return Status::Ok();
+}
+
+Status AttendImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                  const AttentionOutputs& outputs, const ProgressFn& progress) {
+  last_kernel_seconds = 0.0;
+  const Batch& batch = inputs.batch;
+  const int64_t total_q = batch.total_q();
+  if (total_q == 0) return Status::Ok();
+  MSA_RETURN_IF_ERROR(CheckDevice());
+  const bool exact = config.precision == Precision::kExact;
+  if (exact && !ExactFits(config.head_dim, config.value_dim, config.index_head_dim, config.group_size())) {
+    return Unsupported("backend gpu: the exact kernels cannot tile these head dims in this device's shared memory");
+  }
+  const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads, dv = config.value_dim, top_k = config.top_k;
+
+  DeviceTensor q, k, v;
+  MSA_RETURN_IF_ERROR(Upload(inputs.q, config.precision, "q", &q));
+  MSA_RETURN_IF_ERROR(Upload(inputs.k, config.precision, "k", &k));
+  MSA_RETURN_IF_ERROR(Upload(inputs.v, config.precision, "v", &v));
+
+  const std::vector<reference::QueryPlace> places = reference::PlaceQueries(batch);
+  std::vector<int64_t> position(total_q), key_begin(total_q);
+  for (int64_t t = 0; t < total_q; ++t) {
+    position[t] = places[t].position;
+    key_begin[t] = places[t].key_begin;
+  }
+  DeviceBuffer<int32_t> topk;
+  DeviceBuffer<int64_t> d_position, d_key_begin;
+  DeviceBuffer<double> out, lse;
+  MSA_RETURN_IF_ERROR(topk.Allocate(hkv * total_q * top_k, "selection"));
+  MSA_RETURN_IF_ERROR(d_position.Allocate(total_q, "positions"));
+  MSA_RETURN_IF_ERROR(d_key_begin.Allocate(total_q, "key offsets"));
+  MSA_RETURN_IF_ERROR(out.Allocate(total_q * hq * dv, "out"));
+  MSA_RETURN_IF_ERROR(lse.Allocate(total_q * hq, "lse"));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(topk.get(), selection.topk_indices, size_t(hkv * total_q * top_k) * 4,
+                                      cudaMemcpyHostToDevice));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_position.get(), position.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_key_begin.get(), key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+
+  AttendGeometry g;
+  g.total_q = total_q;
+  g.hq = int(hq);
+  g.hkv = int(hkv);
+  g.d = config.head_dim;
+  g.dv = int(dv);
+  g.bk = config.block_size;
+  g.top_k = int(top_k);
+  KernelTimer timer;
+  if (exact) {
+    MSA_CUDA_RETURN_IF_ERROR(ExactAttend(q.wide.get(), k.wide.get(), v.wide.get(), topk.get(), d_position.get(),
+                                         d_key_begin.get(), g, config.SoftmaxScale(), out.get(), lse.get()));
+  } else {
+    MSA_CUDA_RETURN_IF_ERROR(LowpAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
+                                        topk.get(), d_position.get(), d_key_begin.get(), g,
+                                        float(config.SoftmaxScale()), out.get(), lse.get()));
+  }
+  MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
+  timer.Stop();
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.out, out.get(), size_t(total_q * hq * dv) * 8, cudaMemcpyDeviceToHost));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.lse, lse.get(), size_t(total_q * hq) * 8, cudaMemcpyDeviceToHost));
+  if (progress) progress(1.0);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Backend GpuBackend() { return Backend{"gpu", IsAvailable, Supports, SelectImpl, AttendImpl}; }
+
+std::string DeviceDescription() { return Info().description; }
+
+double LastKernelSeconds() { return last_kernel_seconds; }
+
+}  // namespace msa::gpu

@@ -1,0 +1,101 @@
+// The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
+// Every launcher enqueues on the default stream and returns cudaGetLastError() after its launches.
+//
+// Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
+//   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
+//   topk [Hidx, total_q, top_k] (int32, -1 padded)         position / key_begin [total_q] (int64)
+// A "chunk" is a run of queries [t0, t0 + nq) of ONE sequence; its rows are (t - t0) * Hidx + r, and the
+// query of row `row` sits at key position pos0 + row / Hidx.
+#ifndef MSA_GPU_KERNELS_H_
+#define MSA_GPU_KERNELS_H_
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace msa::gpu {
+
+// Input dtype codes, as msa::DType orders its floating types.
+enum InputType : int { kInF64 = 0, kInF32 = 1, kInBF16 = 2, kInF16 = 3 };
+// Low-precision storage formats.
+enum LowpType : int { kLowpBF16 = 0, kLowpF16 = 1 };
+// Block pooling codes, as msa::Pooling.
+enum PoolCode : int { kPoolMax = 0, kPoolLse = 1, kPoolMean = 2 };
+
+struct ChunkGeometry {
+  int64_t t0 = 0;         // first global query row of the chunk
+  int64_t nq = 0;         // queries in the chunk
+  int64_t pos0 = 0;       // key position of the chunk's first query
+  int64_t key_begin = 0;  // first key row of the sequence
+  int64_t k_len = 0;      // keys of the sequence
+  int64_t total_q = 0;
+  int hidx = 0, di = 0, bk = 0, top_k = 0, init_blocks = 0;
+  int64_t max_blocks = 0;  // row stride of the chunk's block-score buffer
+};
+
+// Exact widening of n packed elements of `type` to double.
+cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst);
+// Round-to-nearest-even narrowing of n packed elements of `type` to bf16 or fp16 (raw 16-bit storage).
+cudaError_t RoundToLowp(const void* src, int type, int64_t n, int lowp, uint16_t* dst);
+// dst[i] = value for i < n.
+cudaError_t FillDouble(double* dst, int64_t n, double value);
+cudaError_t FillFloat(float* dst, int64_t n, float value);
+
+// ---- exact mode (FP64 canonical, SPEC section 4; compiled with --fmad=false) ----
+// How many shared-memory bytes a block may use (the opt-in limit of the current device).
+int MaxSharedBytes();
+// Token scores of the chunk: scratch[row * ld + s] = CanonicalDot(index_q row, index_k[key_begin + s]) * scale
+// for s <= position(row) (other entries untouched). ld >= pos0 + nq.
+cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,
+                             double* scratch, int64_t ld);
+// Mean index key of every FULL block of a sequence: means[blk * Di + d], blk < k_len / Bk.
+cudaError_t ExactFullBlockMeans(const double* index_k, const ChunkGeometry& g, double* means);
+// Mean of the visible keys of each chunk query's local block when it is partial: pmeans[(t - t0) * Di + d].
+cudaError_t ExactPartialMeans(const double* index_k, const ChunkGeometry& g, double* pmeans);
+// Block scores of the chunk: bs[row * max_blocks + blk] for blk < visible(row) (others untouched), by
+// pooling; non-finite token or block scores record min(t * Hidx + r) in *bad_row (tokens checked when
+// check_tokens). Max/lse read `scratch`; mean reads `means`/`pmeans` and index_q.
+cudaError_t ExactPool(int pooling, const double* scratch, int64_t ld, const double* index_q, const double* means,
+                      const double* pmeans, const ChunkGeometry& g, double scale, bool check_tokens, double* bs,
+                      unsigned long long* bad_row);
+// index_lse of the chunk's rows over their selection (topk), the token scores recomputed in canonical order.
+// work: [nq * Hidx * top_k * Bk] doubles of scratch.
+cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const int32_t* topk, const ChunkGeometry& g,
+                          double scale, double* work, double* index_lse);
+// Main branch over the selection, every query of the batch in one launch.
+struct AttendGeometry {
+  int64_t total_q = 0;
+  int hq = 0, hkv = 0, d = 0, dv = 0, bk = 0, top_k = 0;
+};
+cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk,
+                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, double scale,
+                        double* out, double* lse);
+// Whether ExactAttend / ExactTokenScores can tile these dims in shared memory.
+bool ExactFits(int d, int dv, int di, int group_size);
+
+// ---- shared by both modes ----
+// The selection of each chunk row from its block scores (score desc, id asc; init blocks; local last; -1).
+cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
+cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
+
+// ---- low precision (bf16 / fp16 storage, fp32 accumulation, tensor cores) ----
+// Block scores (max / lse pooling) of the chunk from mma.sync token scores, the block reduction fused and
+// the local block clamped causally: bs[row * max_blocks + blk] for blk < visible(row).
+cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, const uint16_t* index_k,
+                            const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row);
+// Mean pooling in fp32 (CUDA cores).
+cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
+                           float scale, float* bs, unsigned long long* bad_row);
+// index_lse over the selection in fp32.
+cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk,
+                         const ChunkGeometry& g, float scale, double* index_lse);
+// Block-sparse main branch: one warp per (query, group, 16 heads), online softmax over the gathered keys.
+cudaError_t LowpAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                       const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
+                       double* out, double* lse);
+// Largest head dim the low-precision kernels take.
+inline constexpr int kLowpMaxDim = 256;
+
+}  // namespace msa::gpu
+
+#endif  // MSA_GPU_KERNELS_H_
