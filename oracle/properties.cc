@@ -236,10 +236,11 @@ Status CheckBlockOrderInvariance(const Backend& backend, const ProblemSpec& spec
 Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uint64_t seed, double shift) {
   // Small-integer index inputs and index_scale = 1/4 make every token score exact in every precision, so
   // adding index_q[t, r, 0] * shift to a row's scores (through index_k[:, 0] += shift) is an exact shift.
+  // Max pooling only: an lse-pooled block score m + log(l) rounds differently once shifted, so two blocks can
+  // tie after the shift that did not tie before (seen about once in 20 property runs).
   ProblemSpec exact_scores = spec;
   exact_scores.config.index_scale = 0.25;
-  if (spec.config.precision != Precision::kExact) exact_scores.config.pooling = Pooling::kMax;
-  if (exact_scores.config.pooling == Pooling::kMean) exact_scores.config.pooling = Pooling::kLse;
+  exact_scores.config.pooling = Pooling::kMax;
   Problem problem = GenerateProblem(exact_scores);
   RandomStream random(seed, 13);
   for (SafetensorsTensor* tensor : {&problem.index_q, &problem.index_k}) {
