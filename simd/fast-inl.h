@@ -1,7 +1,8 @@
 // Per-target kernels of the fp32 mode (simd/fast.h), compiled once per Highway target by simd/fast.cc.
 // Every kernel computes each output element with the same operation sequence whatever tile or lane it lands
-// in (a dot is one FMA chain over d ascending; a P V element one FMA chain over keys ascending), so tiling
-// never changes bits: a row's result does not depend on which other rows share its tile.
+// in (a dot is one FMA chain over d ascending; a P V element one FMA chain over a step's keys ascending), so
+// tiling never changes bits: a row's result does not depend on which other rows share its tile.
+// Kernels of the main branch are templates on the accumulator type T: float, or double for short rows.
 #if defined(MSA_SIMD_FAST_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MSA_SIMD_FAST_INL_H_
 #undef MSA_SIMD_FAST_INL_H_
@@ -27,7 +28,7 @@ using VF = hn::Vec<DF>;
 
 // Register budget: AVX-512 has 32 vector registers, the other x86 targets 16.
 #if HWY_TARGET <= HWY_AVX3
-inline constexpr int kAccumulators = 16;
+inline constexpr int kAccumulators = 16;  // for narrow index tiles (two panels at a time)
 inline constexpr int kIndexRows = 12;     // index tile: 12 rows x 2 key vectors = 24 accumulators
 #else
 inline constexpr int kAccumulators = 8;
@@ -218,7 +219,8 @@ HWY_INLINE float SegmentSumExp(const float* HWY_RESTRICT x, int64_t n, float s, 
   for (; i + N <= n; i += N) sum = hn::Add(sum, CephesExp(df, hn::MulAdd(hn::LoadU(df, x + i), vs, vshift)));
   if (i < n) {
     const auto mask = hn::FirstN(df, size_t(n - i));
-    sum = hn::Add(sum, hn::IfThenElseZero(mask, CephesExp(df, hn::MulAdd(hn::MaskedLoad(mask, df, x + i), vs, vshift))));
+    const VF e = CephesExp(df, hn::MulAdd(hn::MaskedLoad(mask, df, x + i), vs, vshift));
+    sum = hn::Add(sum, hn::IfThenElseZero(mask, e));
   }
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }
@@ -419,7 +421,8 @@ HWY_INLINE void AccumulateValueDims(const T* HWY_RESTRICT p, int64_t p_stride, c
   const int64_t NT = int64_t(hn::Lanes(hn::ScalableTag<T>())), value_vectors = value_dims / NT;
   int64_t x = 0;
   for (; x + kValueVectors <= value_vectors; x += kValueVectors) {
-    AccumulateValues<T, HR, kValueVectors, kZeroInit>(p, p_stride, v + x * NT, v_stride, n, alpha, o + x * NT, o_stride);
+    AccumulateValues<T, HR, kValueVectors, kZeroInit>(p, p_stride, v + x * NT, v_stride, n, alpha, o + x * NT,
+                                                      o_stride);
   }
   if constexpr (kValueVectors > 2) {
     if (x + 2 <= value_vectors) {

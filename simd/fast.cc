@@ -152,8 +152,12 @@ struct IndexTile {
   int64_t split = -1;  // slot in the split-tile state, or -1 when one unit does the whole tile
 };
 
+// A unit of work: chunks [chunk_begin, chunk_end) of tiles [tile, tile + tiles). Several tiles of one sequence
+// go chunk by chunk together, so a chunk's panels are read from the L2 cache once per unit, not per tile;
+// a split tile is alone in its units.
+inline constexpr int kTilesPerUnit = 8;
 struct IndexUnit {
-  int64_t tile, chunk_begin, chunk_end, cost;
+  int64_t tile, tiles, chunk_begin, chunk_end, cost;
 };
 
 // Everything a unit needs, read-only after setup.
@@ -168,18 +172,20 @@ struct IndexContext {
   std::vector<int64_t> panel_begin;       // [B+1] first panel of each sequence
   std::vector<int64_t> panel_sequence;    // [panels] the sequence of each panel
   std::vector<int64_t> first_block;       // [B+1] first block of each sequence with queries (mean pooling)
-  Aligned<float> panels;                  // [panels][Di][W] packed index keys
+  Aligned<float> panels;                  // [panels][Di][W] packed index keys (unless pack_per_chunk)
+  bool pack_per_chunk = false;            // few tiles per sequence (decode): each unit packs the chunks it reads
   std::vector<int64_t> mean_panel_begin;  // [B+1] (mean pooling)
   Aligned<float> mean_panels;             // [mean panels][Di][W] packed full-block mean keys
-  std::vector<float> prefix;              // [total_k][Di] running key sums from each block start (mean pooling)
+  Aligned<float> prefix;                  // [total_k][Di] running key sums from each block start (mean pooling)
 };
 
 // Per-thread scratch.
 struct IndexScratch {
-  Aligned<float> q;             // [kIndexRows][Di]
+  Aligned<float> q;             // [kTilesPerUnit][kIndexRows][Di]
   Aligned<float> scores;        // [kIndexRows][score_stride]
+  Aligned<float> panels;        // one chunk's panels (pack_per_chunk)
   int64_t score_stride = 0;
-  std::vector<float> block_max, block_sum;  // [kIndexRows][max_blocks]
+  std::vector<float> block_max, block_sum;  // [kTilesPerUnit][kIndexRows][max_blocks]
   std::vector<float> row_scores, mean;      // [max_blocks], [Di]
   std::vector<uint64_t> keys;
 };
@@ -222,43 +228,55 @@ void PlanIndexPacking(IndexContext& ctx) {
         ctx.mean_panel_begin[b] + (queries && ctx.config->pooling == Pooling::kMean ? fast::CeilDiv(k_len / bk, W) : 0);
     ctx.first_block[b + 1] = ctx.first_block[b] + (queries ? fast::CeilDiv(k_len, bk) : 0);
   }
-  ctx.panels = hwy::AllocateAligned<float>(std::max<int64_t>(1, ctx.panel_begin.back() * ctx.panel_floats));
+  const int64_t panel_floats = ctx.pack_per_chunk ? 1 : std::max<int64_t>(1, ctx.panel_begin.back() * ctx.panel_floats);
+  ctx.panels = hwy::AllocateAligned<float>(panel_floats);
   ctx.panel_sequence.resize(ctx.panel_begin.back());
   for (int64_t b = 0; b < sequences; ++b) {
     std::fill(ctx.panel_sequence.begin() + ctx.panel_begin[b], ctx.panel_sequence.begin() + ctx.panel_begin[b + 1], b);
   }
   if (ctx.config->pooling != Pooling::kMean) return;
-  ctx.prefix.resize(batch.total_k() * di);
+  ctx.prefix = hwy::AllocateAligned<float>(std::max<int64_t>(1, batch.total_k() * di));
   const int64_t mean_floats = std::max<int64_t>(1, ctx.mean_panel_begin.back() * ctx.panel_floats);
   ctx.mean_panels = hwy::AllocateAligned<float>(mean_floats);
   std::fill(ctx.mean_panels.get(), ctx.mean_panels.get() + mean_floats, 0.0f);
 }
 
-// Packs (inside a parallel region: orphaned work-sharing loops) the index keys into panels, key j of a panel
-// at lane j, keys past the end zero; for mean pooling, prefix[s] = the sum of the keys from s's block start to
-// s in ascending order (a partial local block's mean is prefix[pos] / count and a full block's
-// prefix[last] / Bk, as in the naive evaluation), and the full blocks' means packed like keys.
+// Packs panel p (0-based within sequence b) of index keys into `panel` [Di][W]: key j of the panel at lane j,
+// keys past the end zero.
+void PackPanel(const IndexContext& ctx, int64_t b, int64_t p, float* HWY_RESTRICT panel, std::vector<float>& row) {
+  const int64_t W = 2 * int64_t(hn::Lanes(DF())), di = ctx.di, first = p * W;
+  const Batch& batch = ctx.inputs->batch;
+  const int64_t key_begin = batch.cu_seqlens_k[b], k_len = batch.cu_seqlens_k[b + 1] - key_begin;
+  row.resize(di);
+  for (int64_t j = 0; j < W; ++j) {
+    if (first + j < k_len) {
+      LoadRow(ctx.inputs->index_k, key_begin + first + j, 0, row.data());
+    } else {
+      std::fill(row.begin(), row.end(), 0.0f);
+    }
+    for (int64_t d = 0; d < di; ++d) panel[d * W + j] = row[d];
+  }
+}
+
+// Inside a parallel region (orphaned work-sharing loops, each ending with a barrier): packs every panel of
+// index keys (unless each unit packs the chunks it reads: ctx.pack_per_chunk); for mean pooling, prefix[s] =
+// the sum of the keys from s's block start to s in ascending order (a partial local block's mean is
+// prefix[pos] / count and a full block's prefix[last] / Bk, as in the naive evaluation), and the full blocks'
+// means packed like keys.
 void PackIndexKeys(const IndexContext& ctx, std::vector<float>& row) {
   const DF df;
   const int64_t W = 2 * int64_t(hn::Lanes(df)), di = ctx.di, bk = ctx.bk;
   const Batch& batch = ctx.inputs->batch;
   row.resize(di);
+  if (!ctx.pack_per_chunk) {
 #pragma omp for schedule(static)
-  for (int64_t p = 0; p < int64_t(ctx.panel_sequence.size()); ++p) {
-    const int64_t b = ctx.panel_sequence[p], first = (p - ctx.panel_begin[b]) * W;
-    const int64_t key_begin = batch.cu_seqlens_k[b], k_len = batch.cu_seqlens_k[b + 1] - key_begin;
-    float* panel = ctx.panels.get() + p * ctx.panel_floats;
-    for (int64_t j = 0; j < W; ++j) {
-      if (first + j < k_len) {
-        LoadRow(ctx.inputs->index_k, key_begin + first + j, 0, row.data());
-      } else {
-        std::fill(row.begin(), row.end(), 0.0f);
-      }
-      for (int64_t d = 0; d < di; ++d) panel[d * W + j] = row[d];
+    for (int64_t p = 0; p < int64_t(ctx.panel_sequence.size()); ++p) {
+      const int64_t b = ctx.panel_sequence[p];
+      PackPanel(ctx, b, p - ctx.panel_begin[b], ctx.panels.get() + p * ctx.panel_floats, row);
     }
   }
   if (ctx.config->pooling != Pooling::kMean) return;
-  float* prefix = const_cast<float*>(ctx.prefix.data());  // disjoint rows per iteration
+  float* prefix = ctx.prefix.get();  // disjoint rows per iteration
 #pragma omp for schedule(dynamic, 4)
   for (int64_t g = 0; g < ctx.first_block.back(); ++g) {
     const int64_t b = std::upper_bound(ctx.first_block.begin(), ctx.first_block.end(), g) - ctx.first_block.begin() - 1;
@@ -279,44 +297,60 @@ void PackIndexKeys(const IndexContext& ctx, std::vector<float>& row) {
   }
 }
 
-// The token pass of chunks [chunk_begin, chunk_end) of a tile: per row and visible block, the max raw dot
-// and (need_sum) the sum of exp(s * x - s * max) over the block's visible keys.
-// block_max, block_sum: [rows][stride].
-void TokenPass(const IndexContext& ctx, const IndexTile& tile, int64_t chunk_begin, int64_t chunk_end,
+// The token pass of chunks [chunk_begin, chunk_end) of `count` tiles (chunk-major, so the chunk's panels stay in
+// the L2 cache across the tiles): per row and visible block, the max raw dot and (need_sum) the sum of
+// exp(s * x - s * max) over the block's visible keys. q: tile g's rows at q + g * kIndexRows * Di;
+// block_max, block_sum: tile g's row i at [(g * kIndexRows + i) * stride].
+void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64_t chunk_begin, int64_t chunk_end,
                const float* HWY_RESTRICT q, IndexScratch& scratch, float* block_max, float* block_sum,
                int64_t stride) {
   const DF df;
   const int64_t W = 2 * int64_t(hn::Lanes(df)), bk = ctx.bk;
-  const float* panels = ctx.panels.get() + ctx.panel_begin[tile.sequence] * ctx.panel_floats;
-  int64_t positions[kIndexRows];
-  for (int i = 0; i < tile.rows; ++i) positions[i] = RowOf(ctx, tile, i).position;
   for (int64_t c = chunk_begin; c < chunk_end; ++c) {
-    int64_t kb, ke;
-    ctx.geometry.Range(c, tile.keys, &kb, &ke);
-    const int64_t pa = kb / W, pe = fast::CeilDiv(ke, W), kb_aligned = pa * W;
-    ScoreRows(tile.rows, q, ctx.di, panels + pa * ctx.panel_floats, pe - pa, scratch.scores.get(), scratch.score_stride);
-    for (int i = 0; i < tile.rows; ++i) {
-      const int64_t end = std::min(ke, positions[i] + 1);
-      if (end <= kb) continue;  // this row sees none of the chunk's keys
-      const float* x_row = scratch.scores.get() + i * scratch.score_stride - kb_aligned;
-      for (int64_t blk = kb / bk; blk * bk < end; ++blk) {
-        const int64_t a = std::max(kb, blk * bk), e = std::min(end, (blk + 1) * bk);
-        const float m = SegmentMax(x_row + a, e - a);
-        float& bmax = block_max[i * stride + blk];
-        float& bsum = block_sum[i * stride + blk];
-        const bool first = a == blk * bk;
-        if (!ctx.need_sum) {
-          bmax = first ? m : std::max(bmax, m);
-          continue;
-        }
-        const float l = SegmentSumExp(x_row + a, e - a, ctx.scale, -(ctx.scale * m));
-        if (first) {
-          bmax = m;
-          bsum = l;
-        } else {  // a block larger than a chunk: merge the piece (fixed order: pieces ascend)
-          const float merged = std::max(bmax, m), top = ctx.scale * merged;
-          bsum = bsum * std::exp(ctx.scale * bmax - top) + l * std::exp(ctx.scale * m - top);
-          bmax = merged;
+    if (ctx.pack_per_chunk) {  // the unit's tiles are of one sequence; the last one reaches furthest
+      int64_t kb, ke;
+      ctx.geometry.Range(c, tiles[count - 1].keys, &kb, &ke);
+      for (int64_t p = kb / W; p < fast::CeilDiv(ke, W); ++p) {
+        PackPanel(ctx, tiles[0].sequence, p, scratch.panels.get() + (p - kb / W) * ctx.panel_floats, scratch.mean);
+      }
+    }
+    for (int g = 0; g < count; ++g) {
+      const IndexTile& tile = tiles[g];
+      if (c >= ctx.geometry.Count(tile.keys)) continue;
+      int64_t kb, ke;
+      ctx.geometry.Range(c, tile.keys, &kb, &ke);
+      const int64_t pa = kb / W, pe = fast::CeilDiv(ke, W), kb_aligned = pa * W;
+      const float* panels = ctx.pack_per_chunk
+                                ? scratch.panels.get()
+                                : ctx.panels.get() + (ctx.panel_begin[tile.sequence] + pa) * ctx.panel_floats;
+      ScoreRows(tile.rows, q + g * kIndexRows * ctx.di, ctx.di, panels, pe - pa, scratch.scores.get(),
+                scratch.score_stride);
+      for (int i = 0; i < tile.rows; ++i) {
+        const int64_t end = std::min(ke, RowOf(ctx, tile, i).position + 1);
+        if (end <= kb) continue;  // this row sees none of the chunk's keys
+        const float* x_row = scratch.scores.get() + i * scratch.score_stride;  // key kb_aligned + j at x_row[j]
+        float* row_max = block_max + (g * kIndexRows + i) * stride;
+        float* row_sum = block_sum + (g * kIndexRows + i) * stride;
+        for (int64_t blk = kb / bk; blk * bk < end; ++blk) {
+          const int64_t a = std::max(kb, blk * bk), e = std::min(end, (blk + 1) * bk);
+          const float* x = x_row + (a - kb_aligned);
+          const float m = SegmentMax(x, e - a);
+          float& bmax = row_max[blk];
+          float& bsum = row_sum[blk];
+          const bool first = a == blk * bk;
+          if (!ctx.need_sum) {
+            bmax = first ? m : std::max(bmax, m);
+            continue;
+          }
+          const float l = SegmentSumExp(x, e - a, ctx.scale, -(ctx.scale * m));
+          if (first) {
+            bmax = m;
+            bsum = l;
+          } else {  // a block larger than a chunk: merge the piece (fixed order: pieces ascend)
+            const float merged = std::max(bmax, m), top = ctx.scale * merged;
+            bsum = bsum * std::exp(ctx.scale * bmax - top) + l * std::exp(ctx.scale * m - top);
+            bmax = merged;
+          }
         }
       }
     }
@@ -421,6 +455,13 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   if (ctx.total_q == 0) return Status::Ok();
   MSA_RETURN_IF_ERROR(fast::CheckFp32Range("index_q", inputs.index_q));
   MSA_RETURN_IF_ERROR(fast::CheckFp32Range("index_k", inputs.index_k));
+  // Packing every key once pays when several tiles read each panel (prefill); with at most two tiles per
+  // sequence (decode) each unit packs the chunks it reads into its own scratch instead.
+  ctx.pack_per_chunk = true;
+  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+    const int64_t rows = (batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b]) * ctx.hkv;
+    ctx.pack_per_chunk = ctx.pack_per_chunk && rows <= 2 * kIndexRows;
+  }
   PlanIndexPacking(ctx);
 
   // Tiles, then units: a tile whose cost exceeds a share of the total is split at block-aligned chunks
@@ -439,28 +480,51 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   std::vector<int64_t> tile_cost(tiles.size());  // FMAs
   int64_t total_cost = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
-    tile_cost[i] = int64_t(tiles[i].rows) * (ctx.token_pass ? tiles[i].keys : fast::CeilDiv(tiles[i].keys, ctx.bk)) * ctx.di;
+    const int64_t keys = ctx.token_pass ? tiles[i].keys : fast::CeilDiv(tiles[i].keys, ctx.bk);
+    tile_cost[i] = int64_t(tiles[i].rows) * keys * ctx.di;
     total_cost += tile_cost[i];
   }
   const int threads = fast::ThreadsFor(2.0 * double(total_cost));
   const int64_t share = std::max<int64_t>(1, total_cost / (4 * int64_t(threads)));
-  std::vector<IndexUnit> units;
-  int64_t split_tiles = 0;
+  std::vector<int64_t> parts(tiles.size(), 1);
+  int64_t whole_tiles = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
     const int64_t chunks = ctx.token_pass ? ctx.geometry.Count(tiles[i].keys) : 0;
-    const int64_t parts = threads > 1 && ctx.token_pass ? std::min(chunks, fast::CeilDiv(tile_cost[i], share)) : 1;
-    if (parts <= 1) {
-      units.push_back({int64_t(i), 0, chunks, tile_cost[i]});
+    if (threads > 1 && ctx.token_pass) {
+      parts[i] = std::max<int64_t>(1, std::min(chunks, fast::CeilDiv(tile_cost[i], share)));
+    }
+    whole_tiles += parts[i] == 1;
+  }
+  // Tiles per unit: up to kTilesPerUnit while there are plenty of units for the threads, and while the units'
+  // block states stay small.
+  const int64_t state_limit = std::max<int64_t>(1, (int64_t(4) << 20) / (kIndexRows * ctx.max_blocks * 8));
+  const int64_t group = std::clamp<int64_t>(std::min(whole_tiles / (16 * int64_t(threads)), state_limit), 1,
+                                            kTilesPerUnit);
+  std::vector<IndexUnit> units;
+  int64_t split_tiles = 0;
+  for (size_t i = 0; i < tiles.size();) {
+    const int64_t chunks = ctx.token_pass ? ctx.geometry.Count(tiles[i].keys) : 0;
+    if (parts[i] == 1) {  // whole tiles: consecutive ones of the same sequence share a unit
+      IndexUnit unit{int64_t(i), 0, 0, 0, 0};
+      while (i < tiles.size() && unit.tiles < group && parts[i] == 1 &&
+             tiles[i].sequence == tiles[unit.tile].sequence) {
+        unit.chunk_end = std::max(unit.chunk_end, ctx.token_pass ? ctx.geometry.Count(tiles[i].keys) : 0);
+        unit.cost += tile_cost[i];
+        ++unit.tiles;
+        ++i;
+      }
+      units.push_back(unit);
       continue;
     }
     tiles[i].split = split_tiles++;
     int64_t begin = 0;
-    for (int64_t part = 1; part <= parts; ++part) {
-      int64_t end = chunks * part / parts;
+    for (int64_t part = 1; part <= parts[i]; ++part) {
+      int64_t end = chunks * part / parts[i];
       while (end < chunks && !ctx.geometry.StartsBlock(end)) ++end;
-      if (end > begin) units.push_back({int64_t(i), begin, end, tile_cost[i] * (end - begin) / chunks});
+      if (end > begin) units.push_back({int64_t(i), 1, begin, end, tile_cost[i] * (end - begin) / chunks});
       begin = end;
     }
+    ++i;
   }
   std::stable_sort(units.begin(), units.end(), [](const IndexUnit& a, const IndexUnit& b) { return a.cost > b.cost; });
 
@@ -480,12 +544,13 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   fast::FirstBadRow bad;
   const auto make_scratch = [&] {
     IndexScratch scratch;
-    scratch.q = hwy::AllocateAligned<float>(kIndexRows * ctx.di);
+    scratch.q = hwy::AllocateAligned<float>(kTilesPerUnit * kIndexRows * ctx.di);
     const int64_t mean_columns = fast::RoundUp(ctx.max_blocks, W);
     scratch.score_stride = std::max(kChunkKeys + 2 * W, mean_columns);
     scratch.scores = hwy::AllocateAligned<float>(kIndexRows * scratch.score_stride);
-    scratch.block_max.assign(kIndexRows * ctx.max_blocks, 0.0f);
-    scratch.block_sum.assign(kIndexRows * ctx.max_blocks, 0.0f);
+    if (ctx.pack_per_chunk) scratch.panels = hwy::AllocateAligned<float>((kChunkKeys / W + 2) * ctx.panel_floats);
+    scratch.block_max.assign(group * kIndexRows * ctx.max_blocks, 0.0f);
+    scratch.block_sum.assign(group * kIndexRows * ctx.max_blocks, 0.0f);
     scratch.row_scores.assign(ctx.max_blocks + N, 0.0f);
     scratch.mean.assign(ctx.di, 0.0f);
     return scratch;
@@ -497,18 +562,24 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
 #pragma omp for schedule(dynamic, 1)
     for (size_t u = 0; u < units.size(); ++u) {
       const IndexUnit& unit = units[u];
-      const IndexTile& tile = tiles[unit.tile];
-      GatherIndexQueries(ctx, tile, scratch.q.get());
-      if (tile.split >= 0) {
-        TokenPass(ctx, tile, unit.chunk_begin, unit.chunk_end, scratch.q.get(), scratch,
-                  split_max[tile.split].data(), split_sum[tile.split].data(), split_stride[tile.split]);
+      const IndexTile* unit_tiles = &tiles[unit.tile];
+      for (int64_t g = 0; g < unit.tiles; ++g) {
+        GatherIndexQueries(ctx, unit_tiles[g], scratch.q.get() + g * kIndexRows * ctx.di);
+      }
+      if (unit_tiles[0].split >= 0) {
+        const int64_t k = unit_tiles[0].split;
+        TokenPass(ctx, unit_tiles, 1, unit.chunk_begin, unit.chunk_end, scratch.q.get(), scratch, split_max[k].data(),
+                  split_sum[k].data(), split_stride[k]);
       } else {
         if (ctx.token_pass) {
-          TokenPass(ctx, tile, unit.chunk_begin, unit.chunk_end, scratch.q.get(), scratch, scratch.block_max.data(),
-                    scratch.block_sum.data(), ctx.max_blocks);
+          TokenPass(ctx, unit_tiles, int(unit.tiles), unit.chunk_begin, unit.chunk_end, scratch.q.get(), scratch,
+                    scratch.block_max.data(), scratch.block_sum.data(), ctx.max_blocks);
         }
-        FinalizeTile(ctx, tile, scratch.q.get(), scratch, scratch.block_max.data(), scratch.block_sum.data(),
-                     ctx.max_blocks, bad);
+        for (int64_t g = 0; g < unit.tiles; ++g) {
+          const int64_t state = g * kIndexRows * ctx.max_blocks;
+          FinalizeTile(ctx, unit_tiles[g], scratch.q.get() + g * kIndexRows * ctx.di, scratch,
+                       scratch.block_max.data() + state, scratch.block_sum.data() + state, ctx.max_blocks, bad);
+        }
       }
       report.Add(unit.cost);
     }
@@ -550,6 +621,7 @@ struct AttendContext {
   std::vector<int64_t> first_block;     // [B+1] first block of each sequence
   std::vector<int64_t> touched_blocks;  // group * total blocks + block, for the blocks some row reads
   int64_t selected_keys = 0;            // sum over (query, group) rows of their selected keys
+  bool convert_per_step = false;        // blocks read about once (decode): convert them in each step instead
 };
 
 // Rows with at most this many selected keys are evaluated in double from the inputs as given (a few percent of
@@ -576,6 +648,7 @@ struct AttendScratch {
   // [D][V*N] queries, [kKeyChunk][V*N] scores then probabilities, [V*N] alpha, ones and one step's sum of p,
   // [heads][Dv_pad] one step's fp32 P V, [max(D, Dv)] a converted row.
   Aligned<float> qt, sp, alpha, ones, step_sum, step_o, row;
+  Aligned<float> step_k, step_v;  // [kKeyChunk][D], [kKeyChunk][Dv_pad]: a step's keys and values (convert_per_step)
   Aligned<double> qt_f64, sp_f64, alpha_f64, step_sum_f64;  // the same in double, for short rows
   std::vector<double> k_f64, v_f64, row_f64;  // a short row's gathered keys [n][D], values [n][Dv_pad]; a row
   SoftmaxState total, segment;
@@ -645,6 +718,13 @@ void AttendSegmentFp32(const AttendContext& ctx, const AttendItem& item, int64_t
   ResetState(lanes, heads * dvp, state);
   const float* k_group = ctx.k.get() + (item.r * ctx.total_k + place.key_begin) * ctx.dim;
   const float* v_group = ctx.v.get() + (item.r * ctx.total_k + place.key_begin) * dvp;
+  // Keys and values of piece i: converted once per call (ctx.k, ctx.v), or now into the step's scratch.
+  const auto piece_keys = [&](int64_t begin, int64_t offset) {
+    return ctx.convert_per_step ? scratch.step_k.get() + offset * ctx.dim : k_group + begin * ctx.dim;
+  };
+  const auto piece_values = [&](int64_t begin, int64_t offset) {
+    return ctx.convert_per_step ? scratch.step_v.get() + offset * dvp : v_group + begin * dvp;
+  };
   struct Piece {
     int64_t begin, count, offset;  // keys [begin, begin + count) at rows offset.. of the step
   };
@@ -653,19 +733,31 @@ void AttendSegmentFp32(const AttendContext& ctx, const AttendItem& item, int64_t
   const auto step = [&] {
     float* sp = scratch.sp.get();
     const float* alpha = scratch.alpha.get();
+    if (ctx.convert_per_step) {
+      for (int64_t i = 0; i < num_pieces; ++i) {
+        for (int64_t j = 0; j < pieces[i].count; ++j) {
+          const int64_t key = place.key_begin + pieces[i].begin + j, row = pieces[i].offset + j;
+          LoadRow(ctx.inputs->k, key, item.r, scratch.step_k.get() + row * ctx.dim);
+          float* v = scratch.step_v.get() + row * dvp;
+          LoadRow(ctx.inputs->v, key, item.r, v);
+          std::fill(v + ctx.value_dim, v + dvp, 0.0f);
+        }
+      }
+    }
     for (int64_t i = 0; i < num_pieces; ++i) {
-      ScoreKeyRange<float, V>(scratch.qt.get(), ctx.dim, k_group + pieces[i].begin * ctx.dim, ctx.dim,
+      ScoreKeyRange<float, V>(scratch.qt.get(), ctx.dim, piece_keys(pieces[i].begin, pieces[i].offset), ctx.dim,
                               pieces[i].count, sp + pieces[i].offset * lanes);
     }
     SoftmaxChunk<float, V>(sp, filled, ctx.scale, state.m.get(), scratch.alpha.get(), scratch.step_sum.get());
     float* step_o = scratch.step_o.get();
     for (int64_t i = 0; i < num_pieces; ++i) {
       const float* p = sp + pieces[i].offset * lanes;
-      const float* v = v_group + pieces[i].begin * dvp;
+      const float* v = piece_values(pieces[i].begin, pieces[i].offset);
       if (i == 0) {
         AccumulateAllHeads<float, true>(p, lanes, heads, v, dvp, pieces[i].count, alpha, step_o, dvp, dvp);
       } else {
-        AccumulateAllHeads<float, false>(p, lanes, heads, v, dvp, pieces[i].count, scratch.ones.get(), step_o, dvp, dvp);
+        AccumulateAllHeads<float, false>(p, lanes, heads, v, dvp, pieces[i].count, scratch.ones.get(), step_o, dvp,
+                                         dvp);
       }
     }
     for (int64_t i = 0; i < lanes; i += ND) {
@@ -844,8 +936,6 @@ void AttendOneSegment(const AttendContext& ctx, const AttendItem& item, int64_t 
 void PlanKeyValueConversion(AttendContext& ctx) {
   const Batch& batch = ctx.inputs->batch;
   const int64_t total_k = ctx.total_k, dvp = ctx.value_dim_padded, bk = ctx.bk, top_k = ctx.config->top_k;
-  ctx.k = hwy::AllocateAligned<float>(std::max<int64_t>(1, ctx.hkv * total_k * ctx.dim));
-  ctx.v = hwy::AllocateAligned<float>(std::max<int64_t>(1, ctx.hkv * total_k * dvp));
   const int64_t sequences = batch.num_sequences();
   ctx.first_block.assign(sequences + 1, 0);
   for (int64_t b = 0; b < sequences; ++b) {
@@ -867,6 +957,14 @@ void PlanKeyValueConversion(AttendContext& ctx) {
   for (int64_t i = 0; i < int64_t(touched.size()); ++i) {
     if (touched[i]) ctx.touched_blocks.push_back(i);
   }
+  // Converting a block once (into fresh memory) pays when many rows read it (prefill); when rows read their
+  // blocks a few times at most (decode), each step converts its own keys and values into cached scratch.
+  ctx.convert_per_step = ctx.selected_keys < 4 * int64_t(ctx.touched_blocks.size()) * bk;
+  if (ctx.convert_per_step) ctx.touched_blocks.clear();
+  const int64_t k_floats = ctx.convert_per_step ? 1 : std::max<int64_t>(1, ctx.hkv * total_k * ctx.dim);
+  const int64_t v_floats = ctx.convert_per_step ? 1 : std::max<int64_t>(1, ctx.hkv * total_k * dvp);
+  ctx.k = hwy::AllocateAligned<float>(k_floats);
+  ctx.v = hwy::AllocateAligned<float>(v_floats);
 }
 
 // Inside a parallel region (orphaned work-sharing loop, ending with a barrier).
@@ -966,6 +1064,10 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
     scratch.step_sum_f64 = hwy::AllocateAligned<double>(lanes);
     scratch.row_f64.resize(ctx.dim);
     scratch.step_o = hwy::AllocateAligned<float>(ctx.heads_per_chunk * ctx.value_dim_padded);
+    if (ctx.convert_per_step) {
+      scratch.step_k = hwy::AllocateAligned<float>(kKeyChunk * ctx.dim);
+      scratch.step_v = hwy::AllocateAligned<float>(kKeyChunk * ctx.value_dim_padded);
+    }
     scratch.row = hwy::AllocateAligned<float>(std::max(ctx.dim, ctx.value_dim_padded));
     scratch.total.Allocate(lanes, ctx.heads_per_chunk * ctx.value_dim_padded);
     scratch.segment.Allocate(lanes, ctx.heads_per_chunk * ctx.value_dim_padded);
@@ -997,7 +1099,8 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
         const int64_t h0 = items[i].chunk * ctx.heads_per_chunk, heads = std::min(ctx.heads_per_chunk, ctx.group - h0);
         CopyState(heads, lanes, ctx.value_dim_padded, partial[first_unit[i]], scratch.total);
         for (int64_t u = first_unit[i] + 1; u < first_unit[i + 1]; ++u) {
-          MergeState(heads, lanes, ctx.value_dim_padded, partial[u], scratch.total, scratch.alpha.get(), scratch.sp.get());
+          MergeState(heads, lanes, ctx.value_dim_padded, partial[u], scratch.total, scratch.alpha.get(),
+                     scratch.sp.get());
         }
         WriteOutputs(ctx, items[i], heads, scratch.total, bad);
       }
