@@ -32,7 +32,8 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
   if (has_rows && outputs.out == nullptr) return InvalidArgument("out: output pointer is null");
   if (has_rows && outputs.lse == nullptr) return InvalidArgument("lse: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
-  return backend.attend(config, inputs, selection, outputs, progress);
+  MSA_RETURN_IF_ERROR(backend.attend(config, inputs, selection, outputs, progress));
+  return RequireFiniteAttention(config, inputs.batch, outputs);
 }
 
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,

@@ -83,6 +83,11 @@ Status ValidateConfig(const Config& config) {
   MSA_RETURN_IF_ERROR(RequirePositive("index_head_dim (Di)", config.index_head_dim));
   MSA_RETURN_IF_ERROR(RequirePositive("block_size", config.block_size));
   MSA_RETURN_IF_ERROR(RequirePositive("top_k", config.top_k));
+  if (config.top_k > kMaxTopK) {
+    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at most " +
+                           std::to_string(kMaxTopK) + " (every output row holds top_k slots; a top_k of at least "
+                           "the visible blocks already selects everything)");
+  }
   if (config.num_q_heads % config.num_kv_heads != 0) {
     return InvalidArgument("num_q_heads (Hq) = " + std::to_string(config.num_q_heads) +
                            ": must be a multiple of num_kv_heads (Hkv) = " + std::to_string(config.num_kv_heads) +
@@ -110,6 +115,8 @@ std::string ConfigToJson(const Config& config) {
   json["pooling"] = PoolingName(config.pooling);
   if (config.softmax_scale) json["softmax_scale"] = *config.softmax_scale;
   if (config.index_scale) json["index_scale"] = *config.index_scale;
+  // exact is the default: files of exact-mode problems keep the contract's keys only.
+  if (config.precision != Precision::kExact) json["precision"] = PrecisionName(config.precision);
   return json.dump();
 }
 

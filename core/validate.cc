@@ -208,4 +208,18 @@ Status ValidateSelectionForAttend(const Config& config, const Batch& batch, cons
   return Status::Ok();
 }
 
+Status RequireFiniteAttention(const Config& config, const Batch& batch, const AttentionOutputs& outputs) {
+  const int64_t total_q = batch.total_q(), hq = config.num_q_heads, dv = config.value_dim;
+  for (int64_t row = 0; row < total_q * hq; ++row) {  // row = t * Hq + h
+    bool finite = std::isfinite(outputs.lse[row]);
+    for (int64_t c = 0; c < dv; ++c) finite = finite && std::isfinite(outputs.out[row * dv + c]);
+    if (!finite) {
+      return InvalidArgument("attention of query " + Str(row / hq) + ", head " + Str(row % hq) +
+                             " is not finite: q, k or v are too large for the precision " +
+                             std::string(PrecisionName(config.precision)));
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace msa

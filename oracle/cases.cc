@@ -12,8 +12,10 @@ std::string Lower(std::string_view text) {
   return lower;
 }
 
-ProblemSpec Spec(int hq, int hkv, int dim, int block_size, int top_k, int init_blocks, Pooling pooling,
-                 std::vector<std::pair<int32_t, int32_t>> lengths, DType dtype, uint64_t seed) {
+}  // namespace
+
+ProblemSpec MakeSpec(int hq, int hkv, int dim, int block_size, int top_k, int init_blocks, Pooling pooling,
+                     std::vector<std::pair<int32_t, int32_t>> lengths, DType dtype, uint64_t seed) {
   ProblemSpec spec;
   Config& c = spec.config;
   c.num_q_heads = hq;
@@ -28,8 +30,6 @@ ProblemSpec Spec(int hq, int hkv, int dim, int block_size, int top_k, int init_b
   spec.seed = seed;
   return spec;
 }
-
-}  // namespace
 
 std::string CaseName(const std::string& kind, const ProblemSpec& spec) {
   const Config& c = spec.config;
@@ -46,25 +46,25 @@ std::vector<TestCase> CanonicalCases() {
   };
   constexpr Pooling kMax = Pooling::kMax, kLse = Pooling::kLse, kMean = Pooling::kMean;
   // Prefill at the boundary lengths around Bk = 16: 1, 2, Bk-1, Bk, Bk+1, 2Bk+1, in one ragged batch.
-  add("prefill", Spec(4, 2, 32, 16, 3, 0, kMax, {{1, 1}, {2, 2}, {15, 15}, {16, 16}, {17, 17}, {33, 33}},
+  add("prefill", MakeSpec(4, 2, 32, 16, 3, 0, kMax, {{1, 1}, {2, 2}, {15, 15}, {16, 16}, {17, 17}, {33, 33}},
                       DType::kF64, 1));
-  add("prefill", Spec(8, 2, 32, 16, 4, 0, kLse, {{129, 129}}, DType::kF32, 2));
-  add("prefill", Spec(8, 2, 32, 16, 4, 0, kMean, {{129, 129}}, DType::kBF16, 3));
+  add("prefill", MakeSpec(8, 2, 32, 16, 4, 0, kLse, {{129, 129}}, DType::kF32, 2));
+  add("prefill", MakeSpec(8, 2, 32, 16, 4, 0, kMean, {{129, 129}}, DType::kBF16, 3));
   // Chunked prefill: queries are the causal suffix of a longer key sequence.
-  add("chunked", Spec(4, 1, 64, 32, 4, 0, kMax, {{64, 200}, {31, 97}}, DType::kBF16, 4));
+  add("chunked", MakeSpec(4, 1, 64, 32, 4, 0, kMax, {{64, 200}, {31, 97}}, DType::kBF16, 4));
   // Decode: q_len 1..16 over longer contexts.
   {
     std::vector<std::pair<int32_t, int32_t>> lengths;
     for (int32_t q_len = 1; q_len <= 16; ++q_len) lengths.push_back({q_len, 40 + 23 * q_len});
-    add("decode", Spec(8, 2, 16, 8, 5, 0, kMax, lengths, DType::kF16, 5));
+    add("decode", MakeSpec(8, 2, 16, 8, 5, 0, kMax, lengths, DType::kF16, 5));
   }
   // Ragged batch with an empty sequence and a sequence with no queries.
-  add("ragged", Spec(6, 3, 24, 8, 4, 1, kLse, {{0, 0}, {0, 30}, {45, 70}, {9, 9}}, DType::kF64, 6));
+  add("ragged", MakeSpec(6, 3, 24, 8, 4, 1, kLse, {{0, 0}, {0, 30}, {45, 70}, {9, 9}}, DType::kF64, 6));
   // Init ("sink") blocks forced in.
-  add("init", Spec(4, 2, 16, 8, 5, 2, kMax, {{80, 80}}, DType::kF32, 7));
+  add("init", MakeSpec(4, 2, 16, 8, 5, 2, kMax, {{80, 80}}, DType::kF32, 7));
   // Ties: index inputs in {-1, 0, 1}, so many block scores are exactly equal (lowest id wins).
   {
-    ProblemSpec spec = Spec(4, 2, 8, 4, 4, 0, kMax, {{60, 60}}, DType::kF64, 8);
+    ProblemSpec spec = MakeSpec(4, 2, 8, 4, 4, 0, kMax, {{60, 60}}, DType::kF64, 8);
     spec.few_valued_index = true;
     add("ties", spec);
     spec.config.pooling = kMean;
@@ -73,18 +73,18 @@ std::vector<TestCase> CanonicalCases() {
   // All-equal scores: q and index_q are zero, so every block ties (the lowest ids win) and attention is
   // uniform over the selected keys.
   {
-    ProblemSpec spec = Spec(4, 2, 8, 4, 4, 0, kMax, {{37, 60}}, DType::kF64, 11);
+    ProblemSpec spec = MakeSpec(4, 2, 8, 4, 4, 0, kMax, {{37, 60}}, DType::kF64, 11);
     spec.query_scale = 0.0;
     add("ties_equal", spec);
   }
   // Large logits: q and index_q scaled by 100, so |scores| reach about 1e4 and softmax is one-hot.
   {
-    ProblemSpec spec = Spec(4, 2, 32, 8, 4, 0, kLse, {{50, 50}}, DType::kF64, 9);
+    ProblemSpec spec = MakeSpec(4, 2, 32, 8, 4, 0, kLse, {{50, 50}}, DType::kF64, 9);
     spec.query_scale = 100.0;
     add("large_logits", spec);
   }
   // M3 shapes (Hq 64, Hkv 4, D 128, Bk 128, top_k 16) in a multi-token decode over 4096 keys.
-  add("m3_decode", Spec(64, 4, 128, 128, 16, 0, kMax, {{4, 4096}}, DType::kBF16, 10));
+  add("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, kMax, {{4, 4096}}, DType::kBF16, 10));
   return cases;
 }
 
@@ -95,28 +95,28 @@ std::vector<TestCase> LargeCases() {
   };
   constexpr Pooling kMax = Pooling::kMax, kLse = Pooling::kLse, kMean = Pooling::kMean;
   // M3 dims (D 128, Bk 128, top_k 16, Hkv 4) with 8 query heads (M3: 64) so the FP64 reference stays quick.
-  add("m3_prefill", Spec(8, 4, 128, 128, 16, 0, kMax, {{4096, 4096}}, DType::kBF16, 101));
-  add("m3_prefill", Spec(8, 4, 128, 128, 16, 0, kLse, {{2048, 2048}, {16, 6000}}, DType::kF16, 102));
-  add("m3_chunked", Spec(8, 4, 128, 128, 16, 0, kMean, {{1024, 3000}}, DType::kF32, 103));
+  add("m3_prefill", MakeSpec(8, 4, 128, 128, 16, 0, kMax, {{4096, 4096}}, DType::kBF16, 101));
+  add("m3_prefill", MakeSpec(8, 4, 128, 128, 16, 0, kLse, {{2048, 2048}, {16, 6000}}, DType::kF16, 102));
+  add("m3_chunked", MakeSpec(8, 4, 128, 128, 16, 0, kMean, {{1024, 3000}}, DType::kF32, 103));
   // Full M3 heads decoding q_len 1, 7 and 16 over contexts up to 16K keys.
-  add("m3_decode", Spec(64, 4, 128, 128, 16, 0, kMax, {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 104));
+  add("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, kMax, {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 104));
   // Large logits (|scores| about 1e4) and few-valued ties at M3 dims.
   {
-    ProblemSpec spec = Spec(8, 4, 128, 128, 16, 0, kMax, {{1024, 1024}}, DType::kBF16, 105);
+    ProblemSpec spec = MakeSpec(8, 4, 128, 128, 16, 0, kMax, {{1024, 1024}}, DType::kBF16, 105);
     spec.query_scale = 100.0;
     add("m3_large_logits", spec);
   }
   {
-    ProblemSpec spec = Spec(8, 4, 128, 128, 16, 0, kMean, {{512, 2600}}, DType::kF64, 106);
+    ProblemSpec spec = MakeSpec(8, 4, 128, 128, 16, 0, kMean, {{512, 2600}}, DType::kF64, 106);
     spec.few_valued_index = true;
     add("m3_ties", spec);
   }
   // A ragged batch of nine sequences: empty ones, boundary lengths around Bk = 64, decode and chunks.
-  add("ragged", Spec(8, 2, 64, 64, 8, 1, kLse,
+  add("ragged", MakeSpec(8, 2, 64, 64, 8, 1, kLse,
                      {{0, 0}, {1, 1}, {63, 63}, {64, 64}, {65, 65}, {16, 1000}, {300, 777}, {0, 500}, {1, 2049}},
                      DType::kF64, 107));
   // A long chunk of queries over 8K keys with init blocks.
-  add("chunked", Spec(16, 2, 64, 64, 12, 2, kMax, {{512, 8192}}, DType::kF16, 108));
+  add("chunked", MakeSpec(16, 2, 64, 64, 12, 2, kMax, {{512, 8192}}, DType::kF16, 108));
   return cases;
 }
 

@@ -5,7 +5,9 @@
 #define MSA_ORACLE_CASES_H_
 
 #include <ostream>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "oracle/problem.h"
@@ -19,6 +21,10 @@ struct TestCase {
 
 // GoogleTest prints a parameter with this instead of its bytes.
 inline void PrintTo(const TestCase& test_case, std::ostream* os) { *os << test_case.name; }
+
+// A spec with D = Dv = Di = dim, the other config fields as given and scales left at their defaults.
+ProblemSpec MakeSpec(int hq, int hkv, int dim, int block_size, int top_k, int init_blocks, Pooling pooling,
+                     std::vector<std::pair<int32_t, int32_t>> lengths, DType dtype, uint64_t seed);
 
 // "<kind>_b<B>_hq<Hq>_hkv<Hkv>_d<D>_bs<Bk>_k<top_k>_i<init>_<pooling>_<dtype>"
 std::string CaseName(const std::string& kind, const ProblemSpec& spec);

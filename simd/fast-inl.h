@@ -195,6 +195,14 @@ HWY_INLINE void ScoreRows(int rows, const float* HWY_RESTRICT q, int64_t di, con
   }
 }
 
+// The last n < Lanes(df) floats of a row as a full vector, the other lanes `fill`. Copies through a stack buffer:
+// a masked load may read the whole vector (Highway 1.0.3 on some targets), past the end of the row's buffer.
+HWY_INLINE VF LoadTail(DF df, const float* HWY_RESTRICT x, int64_t n, float fill) {
+  HWY_ALIGN float lanes[hn::MaxLanes(DF())];
+  for (size_t lane = 0; lane < hn::Lanes(df); ++lane) lanes[lane] = int64_t(lane) < n ? x[lane] : fill;
+  return hn::Load(df, lanes);
+}
+
 // max of x[0..n), n >= 1.
 HWY_INLINE float SegmentMax(const float* HWY_RESTRICT x, int64_t n) {
   const DF df;
@@ -203,8 +211,7 @@ HWY_INLINE float SegmentMax(const float* HWY_RESTRICT x, int64_t n) {
   int64_t i = 0;
   for (; i + N <= n; i += N) m = hn::Max(m, hn::LoadU(df, x + i));
   if (i < n) {
-    const auto mask = hn::FirstN(df, size_t(n - i));
-    m = hn::Max(m, hn::IfThenElse(mask, hn::MaskedLoad(mask, df, x + i), hn::Set(df, kMinusInf)));
+    m = hn::Max(m, LoadTail(df, x + i, n - i, kMinusInf));
   }
   return hn::GetLane(hn::MaxOfLanes(df, m));
 }
@@ -219,7 +226,7 @@ HWY_INLINE float SegmentSumExp(const float* HWY_RESTRICT x, int64_t n, float s, 
   for (; i + N <= n; i += N) sum = hn::Add(sum, CephesExp(df, hn::MulAdd(hn::LoadU(df, x + i), vs, vshift)));
   if (i < n) {
     const auto mask = hn::FirstN(df, size_t(n - i));
-    const VF e = CephesExp(df, hn::MulAdd(hn::MaskedLoad(mask, df, x + i), vs, vshift));
+    const VF e = CephesExp(df, hn::MulAdd(LoadTail(df, x + i, n - i, 0.0f), vs, vshift));
     sum = hn::Add(sum, hn::IfThenElseZero(mask, e));
   }
   return hn::GetLane(hn::SumOfLanes(df, sum));
@@ -233,8 +240,7 @@ HWY_INLINE float LaneDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT 
   int64_t i = 0;
   for (; i + N <= n; i += N) sum = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), sum);
   if (i < n) {
-    const auto mask = hn::FirstN(df, size_t(n - i));
-    sum = hn::MulAdd(hn::MaskedLoad(mask, df, a + i), hn::MaskedLoad(mask, df, b + i), sum);
+    sum = hn::MulAdd(LoadTail(df, a + i, n - i, 0.0f), LoadTail(df, b + i, n - i, 0.0f), sum);
   }
   return hn::GetLane(hn::SumOfLanes(df, sum));
 }

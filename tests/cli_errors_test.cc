@@ -370,6 +370,28 @@ TEST_F(CliErrorsTest, TopKMustCoverTheForcedBlocks) {
                      "and the local block)");
 }
 
+TEST_F(CliErrorsTest, TopKAboveTheLimit) {  // rows hold top_k slots: a tiny file must not ask for 16 GiB
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":2147483647,"init_blocks":0,"pooling":"max"})";
+  ExpectRefusedInput(RunOn(file),
+                     "msa_config.top_k = 2147483647: must be at most 1048576 (every output row holds top_k slots; "
+                     "a top_k of at least the visible blocks already selects everything)");
+}
+
+// Finite F64 inputs whose weighted value sum overflows a double: q = 0 gives every key weight 1, so the first
+// query (8 visible keys, all selected) sums 8 values of 1e308. Attend refuses rather than writing inf.
+TEST_F(CliErrorsTest, AttentionOverflowIsRefused) {
+  SafetensorsFile file = ValidFile();
+  SafetensorsTensor& q = Tensor(file, "q");
+  std::fill(q.bytes.begin(), q.bytes.end(), uint8_t{0});
+  SafetensorsTensor& v = Tensor(file, "v");
+  for (int64_t e = 0; e < v.num_elements(); ++e) {
+    const double huge = 1e308;
+    std::memcpy(v.bytes.data() + e * sizeof(double), &huge, sizeof(double));
+  }
+  ExpectRefused(RunOn(file), "attention of query 0, head 0 is not finite: q, k or v are too large for the precision exact");
+}
+
 TEST_F(CliErrorsTest, HugeInitBlocksDoesNotOverflow) {
   SafetensorsFile file = ValidFile();
   file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":2147483647,"pooling":"max"})";

@@ -414,17 +414,31 @@ TEST_P(SimdTarget, NonFiniteIndexScoresGiveTheReferenceError) {
   }
 }
 
-// Attention scores that overflow to inf and NaN: the same bits (NaN included) as the reference.
-TEST_P(SimdTarget, OverflowingAttentionScoresGiveTheReferenceBits) {
+// Attention scores that overflow to inf and NaN: Attend refuses with the reference's message (the first bad
+// (query, head)), and underneath, the backends' raw outputs (called through the table, past that check) are
+// the same bits, NaN included.
+TEST_P(SimdTarget, OverflowingAttentionIsRefusedAndHasTheReferenceBits) {
   Problem problem = GenerateProblem(OverflowSpec(Pooling::kMax));
   ScaleTensor(problem.q, 1e160);
   ScaleTensor(problem.k, 1e160);
   Outputs reference;
-  ASSERT_TRUE(RunBackend(Reference(), problem, &reference).ok());
-  int64_t nan = 0;
-  for (double x : reference.out) nan += std::isnan(x);
-  EXPECT_GT(nan, 0);  // the case really reaches inf - inf
+  const Status refused = RunBackend(Reference(), problem, &reference);
+  EXPECT_EQ(refused.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("is not finite: q, k or v are too large"), std::string::npos) << refused.message();
   EXPECT_EQ(CompareWithReference(problem), "");
+
+  Outputs raw_reference, raw_simd;
+  for (auto [backend, outputs] : {std::pair{&Reference(), &raw_reference}, std::pair{&Simd(), &raw_simd}}) {
+    outputs->Allocate(problem);
+    ASSERT_TRUE(backend->select(problem.config, problem.index_inputs(), outputs->selection_outputs(), {}).ok());
+    ASSERT_TRUE(backend->attend(problem.config, problem.attention_inputs(),
+                                SelectionView{outputs->topk_indices.data()}, outputs->attention_outputs(), {})
+                    .ok());
+  }
+  int64_t nan = 0;
+  for (double x : raw_reference.out) nan += std::isnan(x);
+  EXPECT_GT(nan, 0);  // the case really reaches inf - inf
+  EXPECT_EQ(CompareOutputs(raw_simd, raw_reference), "");
 }
 
 // ---- dispatch ------------------------------------------------------------------------------------------------

@@ -123,29 +123,12 @@ struct TargetCase {
 
 void PrintTo(const TargetCase& c, std::ostream* os) { *os << c.name; }
 
-ProblemSpec Spec(int hq, int hkv, int dim, int block_size, int top_k, int init_blocks, Pooling pooling,
-                 std::vector<std::pair<int32_t, int32_t>> lengths, DType dtype, uint64_t seed) {
-  ProblemSpec spec;
-  Config& c = spec.config;
-  c.num_q_heads = hq;
-  c.num_kv_heads = hkv;
-  c.head_dim = c.value_dim = c.index_head_dim = dim;
-  c.block_size = block_size;
-  c.top_k = top_k;
-  c.init_blocks = init_blocks;
-  c.pooling = pooling;
-  spec.lengths = std::move(lengths);
-  spec.dtype = dtype;
-  spec.seed = seed;
-  return spec;
-}
-
 // The canonical cases, plus rows of more than 512 selected keys (their fp32 path) at small dims.
 std::vector<TestCase> TargetTestCases() {
   std::vector<TestCase> cases = CanonicalCases();
   cases.push_back(
-      {"long_rows_lse", Spec(8, 2, 32, 32, 20, 1, Pooling::kLse, {{24, 800}, {3, 1000}}, DType::kBF16, 501)});
-  cases.push_back({"long_rows_mean", Spec(12, 3, 20, 48, 14, 0, Pooling::kMean, {{9, 700}}, DType::kF64, 502)});
+      {"long_rows_lse", MakeSpec(8, 2, 32, 32, 20, 1, Pooling::kLse, {{24, 800}, {3, 1000}}, DType::kBF16, 501)});
+  cases.push_back({"long_rows_mean", MakeSpec(12, 3, 20, 48, 14, 0, Pooling::kMean, {{9, 700}}, DType::kF64, 502)});
   return cases;
 }
 
@@ -183,32 +166,32 @@ INSTANTIATE_TEST_SUITE_P(Canonical, FastOnEveryTarget, testing::ValuesIn(AllTarg
 
 TEST(FastLarge, M3ShapedPrefillOf4096Tokens) {
   ExpectPassesTheOracle("m3_prefill_4096",
-                        Spec(16, 2, 128, 128, 16, 0, Pooling::kMax, {{4096, 4096}}, DType::kBF16, 201));
+                        MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kMax, {{4096, 4096}}, DType::kBF16, 201));
 }
 
 TEST(FastLarge, M3ShapedChunkedPrefillWithLsePooling) {
   ExpectPassesTheOracle("m3_chunked_lse",
-                        Spec(16, 2, 128, 128, 16, 0, Pooling::kLse, {{1024, 3000}, {16, 5000}}, DType::kF16, 202));
+                        MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kLse, {{1024, 3000}, {16, 5000}}, DType::kF16, 202));
 }
 
 TEST(FastLarge, M3ShapedMeanPoolingWithPartialLocalBlocks) {
-  ExpectPassesTheOracle("m3_mean", Spec(16, 2, 128, 128, 16, 1, Pooling::kMean, {{777, 2049}, {5, 300}},
+  ExpectPassesTheOracle("m3_mean", MakeSpec(16, 2, 128, 128, 16, 1, Pooling::kMean, {{777, 2049}, {5, 300}},
                                         DType::kF32, 203));
 }
 
 TEST(FastLarge, M3DecodeOverLongContexts) {
-  ExpectPassesTheOracle("m3_decode", Spec(64, 4, 128, 128, 16, 0, Pooling::kMax,
+  ExpectPassesTheOracle("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax,
                                           {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 204));
 }
 
 TEST(FastLarge, BlocksLargerThanAScoreChunk) {  // Bk = 300 and 1000: blocks scored in pieces, then merged
-  ExpectPassesTheOracle("big_blocks_lse", Spec(8, 2, 64, 300, 3, 0, Pooling::kLse, {{900, 1400}}, DType::kF32, 205));
-  ExpectPassesTheOracle("big_blocks_max", Spec(4, 1, 32, 1000, 2, 0, Pooling::kMax, {{300, 2600}}, DType::kBF16, 206));
+  ExpectPassesTheOracle("big_blocks_lse", MakeSpec(8, 2, 64, 300, 3, 0, Pooling::kLse, {{900, 1400}}, DType::kF32, 205));
+  ExpectPassesTheOracle("big_blocks_max", MakeSpec(4, 1, 32, 1000, 2, 0, Pooling::kMax, {{300, 2600}}, DType::kBF16, 206));
 }
 
 TEST(FastLarge, WideGroupsSpanSeveralHeadChunks) {  // G = 96 and G = 20: several and padded vectors of heads
-  ExpectPassesTheOracle("wide_group_96", Spec(96, 1, 32, 64, 12, 0, Pooling::kMax, {{40, 1200}}, DType::kF32, 207));
-  ExpectPassesTheOracle("wide_group_20", Spec(40, 2, 24, 64, 10, 1, Pooling::kLse, {{30, 900}}, DType::kF16, 208));
+  ExpectPassesTheOracle("wide_group_96", MakeSpec(96, 1, 32, 64, 12, 0, Pooling::kMax, {{40, 1200}}, DType::kF32, 207));
+  ExpectPassesTheOracle("wide_group_20", MakeSpec(40, 2, 24, 64, 10, 1, Pooling::kLse, {{30, 900}}, DType::kF16, 208));
 }
 
 // ---- determinism ---------------------------------------------------------------------------------------------
@@ -236,10 +219,10 @@ TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
   std::vector<std::pair<std::string, ProblemSpec>> specs;
   for (const TestCase& test_case : CanonicalCases()) specs.push_back({test_case.name, test_case.spec});
   // Few rows over long keys: the index tile and the attention rows are split over threads when there are several.
-  specs.push_back({"decode_split", Spec(16, 2, 64, 32, 24, 1, Pooling::kLse, {{1, 3000}}, DType::kBF16, 301)});
-  specs.push_back({"decode_split_mean", Spec(8, 1, 32, 16, 40, 0, Pooling::kMean, {{2, 2000}}, DType::kF16, 302)});
-  specs.push_back({"decode_split_short", Spec(16, 2, 64, 32, 6, 1, Pooling::kMax, {{1, 3000}}, DType::kF64, 304)});
-  specs.push_back({"big_blocks_split", Spec(4, 1, 32, 600, 3, 0, Pooling::kLse, {{2, 4000}}, DType::kF32, 303)});
+  specs.push_back({"decode_split", MakeSpec(16, 2, 64, 32, 24, 1, Pooling::kLse, {{1, 3000}}, DType::kBF16, 301)});
+  specs.push_back({"decode_split_mean", MakeSpec(8, 1, 32, 16, 40, 0, Pooling::kMean, {{2, 2000}}, DType::kF16, 302)});
+  specs.push_back({"decode_split_short", MakeSpec(16, 2, 64, 32, 6, 1, Pooling::kMax, {{1, 3000}}, DType::kF64, 304)});
+  specs.push_back({"big_blocks_split", MakeSpec(4, 1, 32, 600, 3, 0, Pooling::kLse, {{2, 4000}}, DType::kF32, 303)});
   for (const auto& [name, spec] : specs) {
     const Problem problem = GenerateProblem(AtFp32(spec));
     const Outputs one = RunWithThreads(problem, 1);
@@ -283,7 +266,7 @@ TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosAndInitBlocks) {
 // ---- values fp32 cannot hold ---------------------------------------------------------------------------------
 
 TEST(FastRange, ValuesBeyondFp32AreRefusedWithAMessage) {
-  ProblemSpec spec = Spec(4, 2, 16, 8, 3, 0, Pooling::kMax, {{20, 20}}, DType::kF64, 401);
+  ProblemSpec spec = MakeSpec(4, 2, 16, 8, 3, 0, Pooling::kMax, {{20, 20}}, DType::kF64, 401);
   spec.query_scale = 1e40;  // f64 queries near 1e40: fine for the reference, beyond fp32
   const Problem problem = GenerateProblem(AtFp32(spec));
   Outputs outputs;
@@ -304,7 +287,7 @@ TEST(FastRange, ValuesBeyondFp32AreRefusedWithAMessage) {
 
 TEST(FastRange, ScoresThatOverflowFp32AreRefusedWithAMessage) {
   // Inputs near 1e20 fit in fp32, their dot products (about 1e40) do not.
-  ProblemSpec spec = Spec(64, 4, 128, 128, 16, 0, Pooling::kMax, {{2, 1500}}, DType::kF32, 402);
+  ProblemSpec spec = MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax, {{2, 1500}}, DType::kF32, 402);
   spec.query_scale = 1e20;
   Problem problem = GenerateProblem(AtFp32(spec));
   for (int64_t s = 0; s < 1500; ++s) {

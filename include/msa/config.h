@@ -44,11 +44,17 @@ struct Config {
   double IndexScale() const;    // index_scale, or 1.0 / sqrt(double(Di))
 };
 
-// Checks the config alone: positive sizes, Hq % Hkv == 0, top_k covers the forced blocks, finite scales.
+// The largest top_k accepted: 2^20 blocks (a 128M-token context at Bk = 128). Output rows hold top_k slots, so
+// an unbounded top_k would let a tiny file ask for any amount of memory.
+inline constexpr int kMaxTopK = 1 << 20;
+
+// Checks the config alone: positive sizes, Hq % Hkv == 0, 1 <= top_k <= kMaxTopK and top_k covers the forced
+// blocks, finite scales.
 Status ValidateConfig(const Config& config);
 
 // The config as the JSON object of the file contract (SPEC section 7): block_size, top_k, init_blocks,
-// pooling, softmax_scale, index_scale (scales only when set). Head counts and dims come from the shapes.
+// pooling, softmax_scale, index_scale (scales only when set), precision (only when not exact). Head counts and
+// dims come from the shapes.
 std::string ConfigToJson(const Config& config);
 std::string DescribeConfig(const Config& config);  // one line for humans
 

@@ -81,6 +81,10 @@ Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs);
 Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inputs);
 // Each row: ids in [0, visible blocks), no duplicates, at least one id, -1 only after the valid prefix.
 Status ValidateSelectionForAttend(const Config& config, const Batch& batch, const SelectionView& selection);
+// After attention on finite inputs: every out [total_q, Hq, Dv] and lse [total_q, Hq] value is finite, else
+// InvalidArgument naming the first (query, head): a score or a weighted sum overflowed the backend's precision.
+// (A score that overflows to -inf is harmless: its weight is 0, as the exact value's would be.)
+Status RequireFiniteAttention(const Config& config, const Batch& batch, const AttentionOutputs& outputs);
 
 // Entry points: validate, check that the backend is available and supports the config, then compute.
 Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
