@@ -59,7 +59,7 @@ unsigned CappedGrid(int64_t n) {
   return unsigned(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
-// [teach:gpu-rank] One thread per chunk row: the first `take` ranked candidates kept sorted in the output
+// docs:begin gpu-rank One thread per chunk row: the first `take` ranked candidates kept sorted in the output
 // row itself (score desc, id asc), by insertion; candidates arrive in ascending id, so an equal score never
 // displaces an earlier one. Then the init blocks ascending, the local block last, -1 padding.
 template <typename S>
@@ -95,7 +95,7 @@ __global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
   out[slot++] = int32_t(local);
   while (slot < g.top_k) out[slot++] = -1;
 }
-// [/teach:gpu-rank]
+// docs:end gpu-rank
 
 }  // namespace
 

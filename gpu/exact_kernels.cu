@@ -276,7 +276,7 @@ AttendPlan PlanAttend(int d, int dv, int group, int top_k, size_t limit) {
   return plan;
 }
 
-// [teach:gpu-exact-attend] One block per (query, group, chunk of hg heads). Pass 1 finds each head's max
+// docs:begin gpu-exact-attend One block per (query, group, chunk of hg heads). Pass 1 finds each head's max
 // score over the gathered keys (a max is order-free). Pass 2 recomputes the scores tile by tile in ascending
 // key position, p = exp(s - m), and each (head, dim) thread adds p * v in that order, exactly as the
 // reference's AttendRow; the thread of dim 0 also sums l.
@@ -410,7 +410,7 @@ __global__ void __launch_bounds__(kThreads) ExactAttendKernel(const double* q, c
     }
   }
 }
-// [/teach:gpu-exact-attend]
+// docs:end gpu-exact-attend
 
 struct TokenPlan {
   int tm = 0, tn = 0;

@@ -1,5 +1,7 @@
 // The gpu backend's host side: support checks, packing the strided host views, uploads, the chunked launch
-// plan of the index branch, downloads. Kernels live in exact_kernels.cu, lowp_kernels.cu, common_kernels.cu.
+// plan of the index branch, downloads. Kernels live in exact_kernels.cu, common_kernels.cu, index_kernels.cu and
+// attend_kernels.cu (the bf16/fp16 fast path), and lowp_kernels.cu (bf16/fp16 for the shapes the fast path
+// does not take: lse/mean pooling, dims past 128, top_k * block_size past shared memory).
 #include "gpu/gpu_backend.h"
 
 #include <algorithm>
@@ -295,11 +297,18 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
         if (config.pooling == Pooling::kMean) {
           MSA_CUDA_RETURN_IF_ERROR(LowpMeanScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
                                                   bs_float.get(), bad_row.get()));
+        } else if (config.pooling == Pooling::kMax && BlockMaxScoresFits(int(di), int(bk), float(scale))) {
+          MSA_CUDA_RETURN_IF_ERROR(BlockMaxScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
+                                                  bs_float.get(), bad_row.get()));
         } else {
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
                                                    float(scale), bs_float.get(), bad_row.get()));
         }
-        MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));
+        if (RankTopKFits(int(top_k))) {
+          MSA_CUDA_RETURN_IF_ERROR(RankTopK(bs_float.get(), g, topk.get()));
+        } else {
+          MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));
+        }
         if (want_lse) {
           MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), g,
                                                 float(scale), index_lse.get()));
@@ -395,6 +404,10 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
   if (exact) {
     MSA_CUDA_RETURN_IF_ERROR(ExactAttend(q.wide.get(), k.wide.get(), v.wide.get(), topk.get(), d_position.get(),
                                          d_key_begin.get(), g, config.SoftmaxScale(), out.get(), lse.get()));
+  } else if (QOuterAttendFits(g)) {
+    MSA_CUDA_RETURN_IF_ERROR(QOuterAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
+                                          topk.get(), d_position.get(), d_key_begin.get(), g,
+                                          float(config.SoftmaxScale()), out.get(), lse.get()));
   } else {
     MSA_CUDA_RETURN_IF_ERROR(LowpAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
                                         topk.get(), d_position.get(), d_key_begin.get(), g,

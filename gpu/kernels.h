@@ -79,20 +79,40 @@ cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
 cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
 
 // ---- low precision (bf16 / fp16 storage, fp32 accumulation, tensor cores) ----
-// Block scores (max / lse pooling) of the chunk from mma.sync token scores, the block reduction fused and
+// Block scores (max / lse pooling; the backend takes BlockMaxScores for max where it fits) of the chunk from
+// mma.sync token scores, the block reduction fused and
 // the local block clamped causally: bs[row * max_blocks + blk] for blk < visible(row).
 cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, const uint16_t* index_k,
                             const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row);
+// Max pooling of the chunk at tensor-core rate (index_kernels.cu): mma.sync tiles of index_q . index_k reduced to
+// block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
+// other entries untouched. Needs BlockMaxScoresFits(di, bk, scale).
+bool BlockMaxScoresFits(int di, int bk, float scale);
+cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
+                           float scale, float* bs, unsigned long long* bad_row);
+// The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
+// Needs RankTopKFits(top_k).
+bool RankTopKFits(int top_k);
+cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk);
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);
 // index_lse over the selection in fp32.
 cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk,
                          const ChunkGeometry& g, float scale, double* index_lse);
-// Block-sparse main branch: one warp per (query, group, 16 heads), online softmax over the gathered keys.
+// Block-sparse main branch: one warp per (query, group, 16 heads), two passes over the gathered keys (the
+// part-1 kernel; the backend takes QOuterAttend where it fits).
 cudaError_t LowpAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                        double* out, double* lse);
+// The main branch on tensor cores, query-outer (attend_kernels.cu): one CTA of 4 warps per (query, group, 16
+// heads), K and V of the gathered keys read once, scores kept in shared memory; same rounding points as
+// LowpAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
+// memory).
+bool QOuterAttendFits(const AttendGeometry& g);
+cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                         const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
+                         double* out, double* lse);
 // Largest head dim the low-precision kernels take.
 inline constexpr int kLowpMaxDim = 256;
 

@@ -7,23 +7,15 @@
 #include <cmath>
 
 #include "gpu/kernels.h"
+#include "gpu/mma.cuh"
 
 namespace msa::gpu {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
-
-template <int kLowp>
-__device__ inline float ToFloat(uint16_t bits) {
-  if constexpr (kLowp == kLowpBF16) return __uint_as_float(uint32_t(bits) << 16);
-  return __half2float(__ushort_as_half(bits));
-}
-
-template <int kLowp>
-__device__ inline uint16_t FromFloat(float x) {
-  if constexpr (kLowp == kLowpBF16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
-  return __half_as_ushort(__float2half_rn(x));
-}
+using mma::FromFloat;
+using mma::kFullMask;
+using mma::Pack;
+using mma::ToFloat;
 
 // A score as a plain same-precision evaluation materializes it: R(R(dot) * scale), R = the storage format
 // (oracle/naive_lowp.h). Rounding at the yardstick's points keeps this kernel's error tracking it.
@@ -33,29 +25,10 @@ __device__ inline float Round16(float x) { return ToFloat<kLowp>(FromFloat<kLowp
 template <int kLowp>
 __device__ inline float Score(float dot, float scale) { return Round16<kLowp>(Round16<kLowp>(dot) * scale); }
 
-template <int kLowp>
-__device__ inline uint32_t Pack(float lo, float hi) {
-  return uint32_t(FromFloat<kLowp>(lo)) | (uint32_t(FromFloat<kLowp>(hi)) << 16);
-}
-
-// D = A * B + D for one 16x8x16 tile; fragments as in the PTX ISA (m16n8k16, .row.col): a[4] holds rows
-// (g, g+8) x cols (2t, 2t+1) and (2t+8, 2t+9); b[2] holds rows (2t, 2t+1) and (2t+8, 2t+9) x col g; c[4] holds
-// rows (g, g+8) x cols (2t, 2t+1), with g = lane / 4, t = lane % 4.
+// D = A * B + D for one 16x8x16 tile (fragments as in gpu/mma.cuh).
 template <int kLowp>
 __device__ inline void Mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
-  if constexpr (kLowp == kLowpBF16) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-        "{%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-  }
+  mma::Mma16816<kLowp>(c, a, b[0], b[1]);
 }
 
 __device__ inline uint32_t Load32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
@@ -89,7 +62,7 @@ __device__ void RecordBad(unsigned long long* bad_row, const ChunkGeometry& g, i
 constexpr int kIndexRows = 64;     // rows per block: 4 warps x 16
 constexpr int kIndexBlocksPerCta = 8;
 
-// [teach:gpu-lowp-index] Block scores on tensor cores: a block of 4 warps holds 64 chunk rows' index
+// docs:begin gpu-lowp-index Block scores on tensor cores: a block of 4 warps holds 64 chunk rows' index
 // queries in shared memory, walks key blocks in 16-key tiles (two n8 mma tiles per k step), and reduces
 // each row's token scores into its block score on the fly: max, or an online logsumexp. Keys past the
 // block or past the row's position are masked (the causal clamp of the local block). Token scores stay fp32,
@@ -190,7 +163,7 @@ __global__ void __launch_bounds__(128) BlockScoresKernel(const uint16_t* index_q
   }
   if (bad) RecordBad(bad_row, g, row_a < rows ? row_a : row0);
 }
-// [/teach:gpu-lowp-index]
+// docs:end gpu-lowp-index
 
 // Mean pooling in fp32: one thread per (chunk row, block).
 template <int kLowp>
@@ -284,7 +257,7 @@ size_t AttendSmemBytes(int top_k, int dpad, int dvpad) {
   return bytes + size_t(32) * (dpad + 8) * 2 + size_t(dvpad) * kVtStride * 2;
 }
 
-// [teach:gpu-lowp-attend] One warp per (query, group, 16 heads of the group): the heads share the group's
+// docs:begin gpu-lowp-attend One warp per (query, group, 16 heads of the group): the heads share the group's
 // selection, so one 16-row Q tile walks the gathered keys in 16-key tiles. Pass 1: S = Q K^T (mma), scores
 // rounded as a plain bf16/fp16 evaluation materializes them, the softmax statistics (max m, sum l) kept online
 // in fp32. Pass 2: S again, P = exp(s - m) / l rounded to the storage format, O += P V (mma, fp32 accumulation).
@@ -455,7 +428,7 @@ __global__ void __launch_bounds__(32) AttendKernel(const uint16_t* q, const uint
     if (gid + 8 < nh) lse[t * g.hq + hbase + gid + 8] = double(m_b + logf(l_b));
   }
 }
-// [/teach:gpu-lowp-attend]
+// docs:end gpu-lowp-attend
 
 int RoundUp(int x, int to) { return (x + to - 1) / to * to; }
 

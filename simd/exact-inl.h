@@ -43,7 +43,7 @@ static_assert(kLanes >= 1 && kLanes <= 8 && 8 % kLanes == 0, "a double vector ho
 // exp and log (reference/exp_log.h), lane by lane.
 
 // CanonicalExp on every lane.
-// [teach:vector-exp]
+// docs:begin vector-exp
 template <class D, class V = hn::VFromD<D>>
 HWY_INLINE V CanonicalExpV(D d, V x) {
   using namespace exp_log_internal;
@@ -95,7 +95,7 @@ HWY_INLINE V CanonicalExpV(D d, V x) {
   result = hn::IfThenElse(overflow, hn::Set(d, FromBits(0x7FF0000000000000ULL)), result);
   return hn::IfThenElse(is_nan, x, result);
 }
-// [/teach:vector-exp]
+// docs:end vector-exp
 
 // CanonicalLog on every lane.
 template <class D, class V = hn::VFromD<D>>

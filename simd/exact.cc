@@ -221,7 +221,7 @@ HWY_NOINLINE void ScoreBlocks(const IndexContext<TK>& c, const IndexUnit& unit, 
         AtomicMin(*c.bad_row, t * hidx + r);
         continue;
       }
-      // [teach:simd-block-scores]
+      // docs:begin simd-block-scores
       for (int64_t blk = unit.block0; blk < block_end; ++blk) {
         const int64_t first = blk * bk, count = std::min(bk, num_visible_keys - first);
         const double* block_tokens = c.need_tokens ? tokens + (first - first_key) : nullptr;
@@ -249,7 +249,7 @@ HWY_NOINLINE void ScoreBlocks(const IndexContext<TK>& c, const IndexUnit& unit, 
         LogArray(s.block_l.data(), size_t(blocks), s.logs.data());
         for (int64_t j = 0; j < blocks; ++j) s.scores[j] = s.block_m[j] + s.logs[j];
       }
-      // [/teach:simd-block-scores]
+      // docs:end simd-block-scores
       if (!AllFinite(s.scores.data(), blocks)) {
         AtomicMin(*c.bad_row, t * hidx + r);
         continue;
@@ -430,7 +430,7 @@ struct AttendScratch {
 };
 
 // One unit: heads [h0, h0 + heads) of group r for query t, over the keys of the row's selected blocks.
-// [teach:simd-attend-rows]
+// docs:begin simd-attend-rows
 template <typename TK, typename TV>
 HWY_NOINLINE void AttendHeads(const AttendContext<TK, TV>& c, const AttendUnit& unit, AttendScratch<TK, TV>& s) {
   const Config& config = c.config;
@@ -483,7 +483,7 @@ HWY_NOINLINE void AttendHeads(const AttendContext<TK, TV>& c, const AttendUnit& 
   }
   c.stage->Finished(double(unit.cost));
 }
-// [/teach:simd-attend-rows]
+// docs:end simd-attend-rows
 
 template <typename TK, typename TV>
 Status AttendRows(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,

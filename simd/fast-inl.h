@@ -132,7 +132,7 @@ HWY_INLINE void LoadRowF64(const TensorView& view, int64_t row, int64_t head, do
 // ---------------------------------------------------------------------------------------------------------
 // Index micro-kernel. q: R rows [R][di] (row stride di); panels: NP consecutive packed key panels, each
 // [di][2N] (key j of a panel at lane j); out: [R][out_stride], columns 0..NP*2N-1 written with the raw dots.
-// [teach:index-micro-kernel]
+// docs:begin index-micro-kernel
 template <int R, int NP>
 HWY_INLINE void ScorePanels(const float* HWY_RESTRICT q, int64_t di, const float* HWY_RESTRICT panels,
                             float* HWY_RESTRICT out, int64_t out_stride) {
@@ -164,7 +164,7 @@ HWY_INLINE void ScorePanels(const float* HWY_RESTRICT q, int64_t di, const float
     for (int j = 0; j < 2 * NP; ++j) hn::StoreU(acc[i][j], df, out + i * out_stride + j * N);
   }
 }
-// [/teach:index-micro-kernel]
+// docs:end index-micro-kernel
 
 // Scores `rows` (1..kIndexRows) rows against `num_panels` consecutive panels.
 template <int R>
@@ -250,7 +250,7 @@ HWY_INLINE float LaneDot(const float* HWY_RESTRICT a, const float* HWY_RESTRICT 
 //
 // Raw dots of KR keys with the heads in T (float; double for short rows): qt [D][V*NT] (the chunk's queries,
 // transposed), key j at k + j * k_stride (D values); s: [KR][V*NT].
-// [teach:score-keys]
+// docs:begin score-keys
 template <typename T, int V, int KR>
 HWY_INLINE void ScoreKeys(const T* HWY_RESTRICT qt, int64_t dim, const T* HWY_RESTRICT k, int64_t k_stride,
                           T* HWY_RESTRICT s) {
@@ -280,7 +280,7 @@ HWY_INLINE void ScoreKeys(const T* HWY_RESTRICT qt, int64_t dim, const T* HWY_RE
     for (int v = 0; v < V; ++v) hn::Store(acc[j][v], d, s + (j * V + v) * NT);
   }
 }
-// [/teach:score-keys]
+// docs:end score-keys
 
 // Largest power of two keys per step with KR * V <= 8 accumulators: enough FMA chains to hide the latency,
 // and few enough key rows that their base pointers stay in general registers (16 rows spill them).
@@ -328,7 +328,7 @@ HWY_INLINE hn::Vec<D> VecExp(D d, hn::Vec<D> x) {
 // P V applies to a value of 1 (so softmax rows with v = 1 give exactly l / l).
 // p = exp(dot * scale - m) with the product and the difference in one FMA, so the score is never rounded on
 // its own: the keys that dominate (score near the max) get an almost exact exponent.
-// [teach:online-softmax]
+// docs:begin online-softmax
 template <typename T, int V>
 HWY_INLINE void SoftmaxChunk(T* HWY_RESTRICT s, int64_t n, T scale, float* HWY_RESTRICT m, T* HWY_RESTRICT alpha,
                              T* HWY_RESTRICT chunk_sum) {
@@ -373,12 +373,12 @@ HWY_INLINE void SoftmaxChunk(T* HWY_RESTRICT s, int64_t n, T scale, float* HWY_R
 #pragma GCC unroll 4
   for (int v = 0; v < V; ++v) hn::Store(sum[v], d, chunk_sum + v * NT);
 }
-// [/teach:online-softmax]
+// docs:end online-softmax
 
 // o[h][dv] = o[h][dv] * alpha[h] (or 0 with kZeroInit) + sum_j p[j][h] * v_j[dv] for HR heads and DVV vectors of
 // value dims ("value dims in lanes"), in T (float, or double for short rows); p column h at p[j * p_stride + h];
 // value row j at v + j * v_stride; o rows o + h * o_stride.
-// [teach:accumulate-values]
+// docs:begin accumulate-values
 template <typename T, int HR, int DVV, bool kZeroInit>
 HWY_INLINE void AccumulateValues(const T* HWY_RESTRICT p, int64_t p_stride, const T* HWY_RESTRICT v,
                                  int64_t v_stride, int64_t n, const T* HWY_RESTRICT alpha, T* HWY_RESTRICT o,
@@ -412,7 +412,7 @@ HWY_INLINE void AccumulateValues(const T* HWY_RESTRICT p, int64_t p_stride, cons
     for (int x = 0; x < DVV; ++x) hn::StoreU(acc[h][x], d, o + h * o_stride + x * NT);
   }
 }
-// [/teach:accumulate-values]
+// docs:end accumulate-values
 
 #if HWY_TARGET <= HWY_AVX3
 inline constexpr int kValueHeads = 4, kValueVectors = 4;

@@ -1146,7 +1146,7 @@ std::vector<Place> PlaceQueries(const Batch& batch) {
   return places;
 }
 
-// [teach:place-row]
+// docs:begin place-row
 void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_t* row, std::vector<uint64_t>* keys) {
   const int64_t local = visible - 1;
   const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than the local one
@@ -1162,7 +1162,7 @@ void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_
   row[slot++] = int32_t(local);
   while (slot < config.top_k) row[slot++] = -1;
 }
-// [/teach:place-row]
+// docs:end place-row
 
 }  // namespace fast
 }  // namespace msa::simd

@@ -22,7 +22,7 @@ std::vector<Place> PlaceQueries(const Batch& batch);
 
 // A 64-bit key whose ascending order is: score descending, then block id ascending (SPEC section 2's rank
 // order). -0 and +0 compare equal, as they do in the reference. Precondition: score is not NaN.
-// [teach:rank-key]
+// docs:begin rank-key
 inline uint64_t RankKey(float score, int32_t id) {
   score += 0.0f;  // -0 becomes +0
   uint32_t bits;
@@ -30,7 +30,7 @@ inline uint64_t RankKey(float score, int32_t id) {
   bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);  // ascending floats -> ascending integers
   return (uint64_t(~bits) << 32) | uint32_t(id);
 }
-// [/teach:rank-key]
+// docs:end rank-key
 
 // One selection row (SPEC section 2): the first top_k - |F| ranked candidates (partial selection with
 // nth_element, then the few winners sorted), then the init blocks ascending, then the local block last,

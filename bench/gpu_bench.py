@@ -1,0 +1,249 @@
+"""Side-by-side GPU benchmark (issue 6), one device run: the ceilings, the peers and our kernels on M3 shapes.
+
+Ceilings, measured in the same run: bf16 GEMM (torch.matmul, 8192^3) and device-to-device copy (2 GiB, bytes
+read + written). Peers: torch SDPA dense causal GQA, and FlexAttention with a per-token block selection
+(local block + 15 random earlier blocks per (query, group), as /shared/anchors/h200_peers.py sets it up).
+Ours: gpu/gpu_bench (built from gpu/gpu_bench.cu), which times the index branch (block maxima), the top-k
+and the main branch of the gpu backend's bf16 mode separately on device-resident random inputs, and checks
+its outputs (every selection row valid, no NaN left after poisoning). Every time is the median of CUDA-event
+timed repetitions after a warm-up; inputs are random, never zeros.
+
+Usage: python3 bench/gpu_bench.py --bin BUILD/gpu/gpu_bench --out DIR [--prefill 32768,131072,1048576]
+         [--decode 4096,...] [--flex 32768,131072] [--sdpa 32768,131072,1048576] [--commit ID]
+Writes DIR/gpu_bench_<date>.json and .md and prints the markdown.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+HQ, HKV, D, BK, TOP_K = 64, 4, 128, 128, 16
+dev = "cuda"
+
+
+def bench(fn, warm=2, rep=5):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(rep):
+        a = torch.cuda.Event(enable_timing=True)
+        b = torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        torch.cuda.synchronize()
+        ts.append(a.elapsed_time(b))
+    ts.sort()
+    return ts[len(ts) // 2]
+
+
+def ceilings():
+    n = 8192
+    a = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    b = torch.randn(n, n, device=dev, dtype=torch.bfloat16)
+    ms = bench(lambda: a @ b, warm=3, rep=10)
+    gemm = 2 * n ** 3 / ms / 1e9
+    x = torch.randint(0, 255, (2 * 1024 ** 3,), dtype=torch.uint8, device=dev)
+    y = torch.empty_like(x)
+    ms_copy = bench(lambda: y.copy_(x), warm=3, rep=10)
+    copy = 2 * 2 * 1024 ** 3 / ms_copy / 1e6  # GB/s, read + written
+    del a, b, x, y
+    torch.cuda.empty_cache()
+    return {"gemm_bf16_tflops": gemm, "gemm_ms": ms, "copy_gbps": copy, "copy_ms": ms_copy}
+
+
+def sdpa_prefill(n):
+    q = torch.randn(1, HQ, n, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, HKV, n, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, HKV, n, D, device=dev, dtype=torch.bfloat16)
+    f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    reps = (1, 1) if n > 262144 else (2, 5)
+    ms = bench(f, warm=reps[0], rep=reps[1])
+    del q, k, v
+    torch.cuda.empty_cache()
+    return ms
+
+
+def sdpa_decode(kv):
+    q = torch.randn(1, HQ, 1, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, HKV, kv, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, HKV, kv, D, device=dev, dtype=torch.bfloat16)
+    ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), warm=3, rep=20)
+    del q, k, v
+    torch.cuda.empty_cache()
+    return ms
+
+
+def flex_prefill(n):
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    flex = torch.compile(flex_attention)
+    nb = n // BK
+    g = torch.Generator(device=dev).manual_seed(1)
+    scores = torch.rand(HKV, n, nb, device=dev, generator=g)
+    pos = torch.arange(n, device=dev)
+    blk = torch.arange(nb, device=dev)
+    local = pos // BK
+    scores = scores.masked_fill(blk[None, None, :] > local[None, :, None], -1.0)
+    scores[:, pos, local] = 2.0
+    top = scores.topk(TOP_K, dim=-1).indices
+    del scores
+    sel = torch.zeros(HKV, n, nb, dtype=torch.bool, device=dev)
+    sel.scatter_(-1, top, True)
+    sel &= blk[None, None, :] <= local[None, :, None]
+    group = HQ // HKV
+
+    def mask_mod(b, h, qi, ki):
+        return sel[h // group, qi, ki // BK] & (ki <= qi)
+
+    bm = create_block_mask(mask_mod, 1, HQ, n, n, device=dev, BLOCK_SIZE=128, _compile=True)
+    q = torch.randn(1, HQ, n, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(1, HKV, n, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(1, HKV, n, D, device=dev, dtype=torch.bfloat16)
+    ms = bench(lambda: flex(q, k, v, block_mask=bm, enable_gqa=True), warm=2, rep=5)
+    density = bm.kv_num_blocks.float().mean().item() / nb
+    del q, k, v, sel, bm
+    torch.cuda.empty_cache()
+    return ms, density
+
+
+def ours(binary, mode, n, reps):
+    proc = subprocess.run([binary, mode, str(n), str(reps)], capture_output=True, text=True, timeout=400)
+    if proc.returncode != 0 and not proc.stdout.strip():
+        return {"error": proc.stderr.strip()[-300:]}
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result["checks_passed"] = proc.returncode == 0
+    return result
+
+
+def ints(text):
+    return [int(x) for x in text.split(",") if x]
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--prefill", default="32768,131072")
+    p.add_argument("--sdpa", default="32768,131072")
+    p.add_argument("--flex", default="32768,131072")
+    p.add_argument("--decode", default="4096,16384,65536,262144,1048576")
+    p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
+    p.add_argument("--deadline", type=float, default=1e9, help="seconds: later measurements that would not fit are skipped")
+    args = p.parse_args()
+    started = time.time()
+    log = lambda *a: print(*a, file=sys.stderr, flush=True)
+    # Seconds a measurement needs at most, by kind and size (H200, from earlier runs), to skip what won't fit.
+    need = lambda kind, n: {"sdpa": 1.1, "flex": 20.0, "ours": 1.2}[kind] * (n / 131072) ** 2 + 20
+    fits = lambda kind, n: time.time() - started + need(kind, n) < args.deadline
+    res = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+           "commit": args.commit, "device": torch.cuda.get_device_name(), "torch": torch.__version__,
+           "shapes": {"hq": HQ, "hkv": HKV, "d": D, "bk": BK, "top_k": TOP_K, "dtype": "bf16", "pooling": "max"}}
+    res["ceilings"] = ceilings()
+    log("ceilings", res["ceilings"])
+    gemm = res["ceilings"]["gemm_bf16_tflops"]
+    copy = res["ceilings"]["copy_gbps"]
+    decode = []
+    for kv in ints(args.decode):
+        row = {"kv": kv, "ours": ours(args.bin, "decode", kv, 20)}
+        try:
+            row["sdpa_ms"] = sdpa_decode(kv)
+        except Exception as e:  # noqa: BLE001
+            row["sdpa_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        o = row["ours"]
+        if "total_ms" in o:
+            row["gbps"] = o["decode_bytes"] / o["total_ms"] / 1e6
+            row["frac_copy"] = row["gbps"] / copy
+            row["index_gbps"] = kv * D * 2 / o["index_ms"] / 1e6
+            if "sdpa_ms" in row:
+                row["speedup_vs_sdpa"] = row["sdpa_ms"] / o["total_ms"]
+        log("decode", kv, row)
+        decode.append(row)
+    res["decode"] = decode
+    prefill = []
+    for n in sorted(set(ints(args.prefill)) | set(ints(args.sdpa)) | set(ints(args.flex))):
+        row = {"n": n}
+        if n in ints(args.prefill) and fits("ours", n):
+            row["ours"] = ours(args.bin, "prefill", n, 3 if n > 262144 else 5)
+            log("ours", n, row["ours"])
+        if n in ints(args.sdpa) and not fits("sdpa", n):
+            row["sdpa_error"] = "skipped: would not fit the deadline"
+        elif n in ints(args.sdpa):
+            try:
+                row["sdpa_ms"] = sdpa_prefill(n)
+            except Exception as e:  # noqa: BLE001 (report what failed, keep going)
+                row["sdpa_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            log("sdpa", n, row.get("sdpa_ms"), row.get("sdpa_error"))
+        if n in ints(args.flex) and not fits("flex", n):
+            row["flex_error"] = "skipped: would not fit the deadline"
+        elif n in ints(args.flex):
+            try:
+                row["flex_ms"], row["flex_tile_density"] = flex_prefill(n)
+            except Exception as e:  # noqa: BLE001
+                row["flex_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+            log("flex", n, row.get("flex_ms"), row.get("flex_error"))
+        o = row.get("ours", {})
+        if "index_ms" in o:
+            row["index_tflops"] = o["index_flops"] / o["index_ms"] / 1e9
+            row["main_tflops"] = o["main_flops"] / o["main_ms"] / 1e9
+            row["index_frac_gemm"] = row["index_tflops"] / gemm
+            row["main_frac_gemm"] = row["main_tflops"] / gemm
+            if "sdpa_ms" in row:
+                row["speedup_vs_sdpa"] = row["sdpa_ms"] / o["total_ms"]
+            if "flex_ms" in row:
+                row["speedup_vs_flex"] = row["flex_ms"] / o["total_ms"]
+        prefill.append(row)
+    res["prefill"] = prefill
+    res["seconds"] = time.time() - started
+
+    f = lambda x, spec=".2f": "-" if x is None else format(x, spec)
+    md = [f"# gpu benchmark: MSA kernels vs torch SDPA and FlexAttention on one {res['device']}", "",
+          f"{res['date']}, commit {res['commit']}, torch {res['torch']}; M3 shapes (Hq 64, Hkv = Hidx 4, D = Di 128, "
+          f"Bk 128, top_k 16), bf16, max pooling; medians of CUDA-event timed repetitions after warm-up.", "",
+          f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), device copy "
+          f"{copy / 1000:.2f} TB/s (2 GiB, read + written).", "",
+          "## Prefill (one causal sequence of N tokens)", "",
+          "| N | SDPA ms | Flex ms | ours index ms | index TFLOP/s (% GEMM) | top-k ms | main ms | main TFLOP/s (% GEMM) "
+          "| ours total ms | x SDPA | x Flex | checks |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in prefill:
+        o = r.get("ours", {})
+        idx = f"{r['index_tflops']:.0f} ({100 * r['index_frac_gemm']:.0f}%)" if "index_tflops" in r else "-"
+        mn = f"{r['main_tflops']:.0f} ({100 * r['main_frac_gemm']:.0f}%)" if "main_tflops" in r else "-"
+        checks = "-" if not o else ("ok" if o.get("checks_passed") else f"FAILED {o}")
+        md.append(f"| {r['n']} | {f(r.get('sdpa_ms'))} | {f(r.get('flex_ms'))} | {f(o.get('index_ms'))} | {idx} | "
+                  f"{f(o.get('topk_ms'))} | {f(o.get('main_ms'))} | {mn} | {f(o.get('total_ms'))} | "
+                  f"{f(r.get('speedup_vs_sdpa'), '.1f')} | {f(r.get('speedup_vs_flex'), '.1f')} | {checks} |")
+    md += ["", "Useful FLOPs: index `Hkv*Di*N^2`, main `4*Hq*D*sum|S_t|` (SPEC section 6). SDPA: "
+           "`F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)`; Flex: `flex_attention` compiled, "
+           "per-token selection of 16 blocks (local + 15 random earlier) as a block mask.", "",
+           "## Decode (one query, batch 1, KV keys)", "",
+           "| KV | index ms | top-k ms | main ms | total ms | bytes read (MB) | GB/s | % copy | SDPA dense ms | x SDPA | checks |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in decode:
+        o = r["ours"]
+        checks = "ok" if o.get("checks_passed") else f"FAILED {o}"
+        md.append(f"| {r['kv']} | {f(o.get('index_ms'), '.4f')} | {f(o.get('topk_ms'), '.4f')} | "
+                  f"{f(o.get('main_ms'), '.4f')} | {f(o.get('total_ms'), '.4f')} | {f(o.get('decode_bytes', 0) / 1e6, '.1f')} | "
+                  f"{f(r.get('gbps'), '.0f')} | {f(100 * r['frac_copy'] if 'frac_copy' in r else None, '.1f')} | "
+                  f"{f(r.get('sdpa_ms'), '.4f')} | {f(r.get('speedup_vs_sdpa'), '.1f')} | {checks} |")
+    md += ["", "Decode bytes that must be read: index keys (KV x Di x 2), the index and main queries, K and V of the "
+           "selected keys (4 groups x up to 16 blocks x 128 keys x D x 2 x 2).", ""]
+    text = "\n".join(md) + "\n"
+    os.makedirs(args.out, exist_ok=True)
+    day = res["date"][:10]
+    with open(os.path.join(args.out, f"gpu_bench_{day}.json"), "w") as fh:
+        json.dump(res, fh, indent=1)
+    with open(os.path.join(args.out, f"gpu_bench_{day}.md"), "w") as fh:
+        fh.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+// Device helpers of the tensor-core kernels (index_kernels.cu, attend_kernels.cu): 16-bit formats, mma.sync
+// m16n8k16, ldmatrix and cp.async. Fragment layouts follow the PTX ISA (m16n8k16 .row.col): a[4] holds rows
+// (g, g+8) x cols (2t, 2t+1) and (2t+8, 2t+9); b[2] holds rows (2t, 2t+1) and (2t+8, 2t+9) x col g; c[4]
+// holds rows (g, g+8) x cols (2t, 2t+1), with g = lane / 4, t = lane % 4.
+#ifndef MSA_GPU_MMA_CUH_
+#define MSA_GPU_MMA_CUH_
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "gpu/kernels.h"
+
+namespace msa::gpu::mma {
+
+inline constexpr unsigned kFullMask = 0xffffffffu;
+
+template <int kLowp>
+__device__ inline float ToFloat(uint16_t bits) {
+  if constexpr (kLowp == kLowpBF16) return __uint_as_float(uint32_t(bits) << 16);
+  return __half2float(__ushort_as_half(bits));
+}
+
+template <int kLowp>
+__device__ inline uint16_t FromFloat(float x) {
+  if constexpr (kLowp == kLowpBF16) return __bfloat16_as_ushort(__float2bfloat16_rn(x));
+  return __half_as_ushort(__float2half_rn(x));
+}
+
+// A score as a plain same-precision evaluation materializes it: R(R(dot) * scale), R = the storage format.
+template <int kLowp>
+__device__ inline uint16_t Score16(float dot, float scale) {
+  return FromFloat<kLowp>(ToFloat<kLowp>(FromFloat<kLowp>(dot)) * scale);
+}
+
+template <int kLowp>
+__device__ inline uint32_t Pack(float lo, float hi) {
+  return uint32_t(FromFloat<kLowp>(lo)) | (uint32_t(FromFloat<kLowp>(hi)) << 16);
+}
+
+template <int kLowp>
+__device__ inline void Mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+  if constexpr (kLowp == kLowpBF16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ inline uint32_t SmemAddress(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+// 16 bytes global -> shared, zero-filled when !valid (the global address is not read then).
+__device__ inline void CopyAsync16(void* smem, const void* global, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(SmemAddress(smem)), "l"(global),
+               "r"(valid ? 16 : 0));
+}
+__device__ inline void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ inline void CopyAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+
+// Four 8x8 16-bit matrices; lane l gives the row address of matrix l / 8, row l % 8.
+__device__ inline void LoadMatrixX4(uint32_t r[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(smem)));
+}
+__device__ inline void LoadMatrixX4Trans(uint32_t r[4], const void* smem) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(SmemAddress(smem)));
+}
+
+}  // namespace msa::gpu::mma
+
+#endif  // MSA_GPU_MMA_CUH_
