@@ -13,7 +13,7 @@
 namespace msa {
 namespace {
 
-constexpr const char* kSubcommands = "run, check, golden";
+constexpr const char* kSubcommands = "run, check, golden, cost, recall, explain";
 
 void AddThreadsOption(CLI::App* command, int* threads) {
   command->add_option("--threads", *threads, "OpenMP threads (default: all cores)")->check(CLI::Range(1, 4096));
@@ -107,6 +107,125 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
       ->capture_default_str();
   AddThreadsOption(verify_command, &verify.threads);
   verify_command->callback([&] { action = [&] { return GoldenVerifyCommand(verify, streams); }; });
+
+  RecallOptions recall;
+  CLI::App* recall_command = app.add_subcommand(
+      "recall", "Recall of planted distant needles per backend and pooling mode (SPEC section 5). List flags take "
+                "comma-separated values. Exit 0 when every backend reaches the reference's recall up to counted "
+                "near ties, 1 when one falls short, 2 bad input");
+  const struct {
+    const char* flag;
+    std::string* list;
+    const char* what;
+  } recall_lists[] = {{"--context", &recall.contexts, "context lengths (k_len)"},
+                      {"--distance", &recall.distances, "needle distances d (tokens before the query)"},
+                      {"--strength", &recall.strengths, "needle strengths a (index and main score, noise std units)"},
+                      {"--top-k", &recall.top_ks, "selected blocks per (query, group), local included"},
+                      {"--block-size", &recall.block_sizes, "block sizes Bk"},
+                      {"--pooling", &recall.poolings, "pooling modes: max, lse, mean"}};
+  for (const auto& list : recall_lists) {
+    recall_command->add_option(list.flag, *list.list, list.what)->capture_default_str();
+  }
+  recall_command->add_option("--backends", recall.backends,
+                             "backends besides the reference (default: every available one supporting --precision)");
+  recall_command->add_option("--precision", recall.precision,
+                             "exact | fp32 | bf16 | fp16, for the non-reference backends")
+      ->capture_default_str();
+  const struct {
+    const char* flag;
+    int* field;
+    int min;
+    const char* what;
+  } recall_ints[] = {{"--queries", &recall.queries, 1, "queries per sequence (the last positions)"},
+                     {"--sequences", &recall.sequences, 1, "independent sequences (trials)"},
+                     {"--needles", &recall.needles, 1, "needles per query, at distances d, 2d, ..."},
+                     {"--distractors", &recall.distractors, 0, "distractor blocks per query"},
+                     {"--q-heads", &recall.q_heads, 1, "Hq"},
+                     {"--kv-heads", &recall.kv_heads, 1, "Hkv = Hidx"},
+                     {"--head-dim", &recall.head_dim, 1, "D = Dv = Di"},
+                     {"--init-blocks", &recall.init_blocks, 0, "sink blocks"}};
+  for (const auto& option : recall_ints) {
+    recall_command->add_option(option.flag, *option.field, option.what)
+        ->check(CLI::Range(option.min, 1 << 20))
+        ->capture_default_str();
+  }
+  recall_command->add_option("--distractor-strength", recall.distractor_strength,
+                             "index score shift of every distractor key (noise std units)")
+      ->check(CLI::Range(-1000.0, 1000.0))
+      ->capture_default_str();
+  recall_command->add_option("--seed", recall.seed, "random seed")->capture_default_str();
+  recall_command->add_option("--out-dir", recall.out_dir, "write recall.csv and recall.json (and figures) here");
+  recall_command->add_flag("--plot", recall.plot, "also draw PNG figures into --out-dir (needs gnuplot)");
+  AddThreadsOption(recall_command, &recall.threads);
+  recall_command->callback([&] { action = [&] { return RecallCommand(recall, streams); }; });
+
+  ExplainOptions explain;
+  CLI::App* explain_command = app.add_subcommand(
+      "explain", "Step-by-step trace of MSA on a tiny prefill (token scores, block scores, forced blocks, ranking, "
+                 "selection, softmax, output), computed by the reference; --image draws the selection pattern");
+  const struct {
+    const char* flag;
+    int* field;
+    int min, max;
+    const char* what;
+  } explain_ints[] = {{"--keys", &explain.keys, 1, 4096, "keys (and queries: a prefill) of the one sequence"},
+                      {"--block-size", &explain.block_size, 1, 4096, "Bk"},
+                      {"--top-k", &explain.top_k, 1, 4096, "selected blocks per (query, group), local included"},
+                      {"--init-blocks", &explain.init_blocks, 0, 4096, "sink blocks"},
+                      {"--q-heads", &explain.q_heads, 1, 64, "Hq"},
+                      {"--kv-heads", &explain.kv_heads, 1, 64, "Hkv = Hidx"},
+                      {"--head-dim", &explain.head_dim, 1, 64, "D = Dv = Di"},
+                      {"--query", &explain.query, -1, 4095, "traced query within the sequence (-1: the last)"}};
+  for (const auto& option : explain_ints) {
+    explain_command->add_option(option.flag, *option.field, option.what)
+        ->check(CLI::Range(option.min, option.max))
+        ->capture_default_str();
+  }
+  explain_command->add_option("--pooling", explain.pooling, "max | lse | mean")
+      ->check(CLI::IsMember({"max", "lse", "mean"}))
+      ->capture_default_str();
+  explain_command->add_option("--seed", explain.seed, "random seed")->capture_default_str();
+  explain_command->add_option("--image", explain.image, "write a PNG of the selection pattern (queries x blocks)");
+  explain_command->callback([&] { action = [&] { return ExplainCommand(explain, streams); }; });
+
+  CostOptions cost;
+  CLI::App* cost_command = app.add_subcommand(
+      "cost", "The cost model of SPEC section 6 for any length: FLOPs, bytes, cache sizes, roofline time on a GPU "
+              "(config: M3's unless changed)");
+  cost_command->add_option("--lengths", cost.lengths, "comma-separated lengths, K = 2^10, M = 2^20, G = 2^30")
+      ->capture_default_str();
+  cost_command->add_option("--mode", cost.mode, "prefill (N tokens) | decode (one token at KV length N)")
+      ->check(CLI::IsMember({"prefill", "decode"}))
+      ->capture_default_str();
+  cost_command->add_option("--batch", cost.batch, "independent sequences")->capture_default_str();
+  cost_command->add_option("--dtype", cost.dtype, "fp8 | bf16 | fp16 | fp32: bytes of q, k, v, index tensors, out")
+      ->capture_default_str();
+  cost_command->add_option("--gpu", cost.gpu, "H100 | H200 | H800 | B200 | H200-measured")->capture_default_str();
+  cost_command->add_flag("--gpu-info", cost.gpu_info, "print the GPU rates and their sources, then exit");
+  cost_command->add_option("--json", cost.json, "also write the estimates as JSON to this file");
+  CLI::Option* cost_inputs =
+      cost_command->add_option("--inputs", cost.inputs, "take msa_config and head shapes from this inputs file");
+  const struct {
+    const char* flag;
+    int* field;
+    int min;
+    const char* what;
+  } cost_config_flags[] = {
+      {"--q-heads", &cost.config.num_q_heads, 1, "Hq"},
+      {"--kv-heads", &cost.config.num_kv_heads, 1, "Hkv = Hidx"},
+      {"--head-dim", &cost.config.head_dim, 1, "D"},
+      {"--value-dim", &cost.config.value_dim, 1, "Dv"},
+      {"--index-head-dim", &cost.config.index_head_dim, 1, "Di"},
+      {"--block-size", &cost.config.block_size, 1, "Bk"},
+      {"--top-k", &cost.config.top_k, 1, "top_k: selected blocks, local included"},
+      {"--init-blocks", &cost.config.init_blocks, 0, "init_blocks: sink blocks"}};
+  for (const auto& flag : cost_config_flags) {
+    cost_command->add_option(flag.flag, *flag.field, flag.what)
+        ->check(CLI::Range(flag.min, INT32_MAX))
+        ->excludes(cost_inputs)
+        ->capture_default_str();
+  }
+  cost_command->callback([&] { action = [&] { return CostCommand(cost, streams); }; });
 
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes the arguments reversed
   try {

@@ -3,6 +3,7 @@
 #ifndef MSA_ORACLE_CLI_H_
 #define MSA_ORACLE_CLI_H_
 
+#include <cstdint>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -67,6 +68,53 @@ struct GoldenVerifyOptions {
   int threads = 0;
 };
 int GoldenVerifyCommand(const GoldenVerifyOptions& options, const CliStreams& streams);
+
+// `msa recall` (oracle/recall_command.cc): the recall study of SPEC section 5. List flags are comma-separated.
+// Exit 0 when every backend reaches the reference's recall up to counted near ties, 1 when one falls short.
+struct RecallOptions {
+  std::string contexts = "4096";
+  std::string distances = "256,1024,3072";
+  std::string strengths = "1,2,4,8";
+  std::string top_ks = "8";
+  std::string block_sizes = "64";
+  std::string poolings = "max,lse,mean";
+  std::string backends;            // empty: every compiled, available backend that supports the precision
+  std::string precision = "exact";  // what the non-reference backends run; the reference always runs exact
+  int queries = 4, sequences = 4, needles = 1, distractors = 0;
+  double distractor_strength = 1.0;
+  int q_heads = 4, kv_heads = 2, head_dim = 64, init_blocks = 0;  // D = Dv = Di = head_dim
+  uint64_t seed = 1;
+  std::string out_dir;  // empty: no files
+  bool plot = false;    // PNG figures into out_dir (gnuplot)
+  int threads = 0;
+};
+int RecallCommand(const RecallOptions& options, const CliStreams& streams);
+
+// `msa explain` (oracle/explain_command.cc): a step-by-step trace of one query on a tiny case.
+struct ExplainOptions {
+  int keys = 12;         // k_len of the one sequence; q_len = keys (a prefill)
+  int block_size = 4, top_k = 2, init_blocks = 0;
+  int q_heads = 2, kv_heads = 1, head_dim = 4;  // D = Dv = Di = head_dim
+  std::string pooling = "max";
+  int query = -1;        // the traced query (within the sequence); -1: the last one
+  uint64_t seed = 1;
+  std::string image;     // empty: no image; else a PNG of the selection pattern (queries x blocks, per group)
+};
+int ExplainCommand(const ExplainOptions& options, const CliStreams& streams);
+
+// `msa cost` (oracle/cost_command.cc): the cost model of SPEC section 6 (oracle/cost_model.h) for any length.
+struct CostOptions {
+  std::string inputs;                       // empty: `config` (M3 defaults, changed by flags); else its file
+  Config config;
+  std::string lengths = "8K,32K,128K,1M";   // comma-separated, K = 2^10, M = 2^20, G = 2^30
+  std::string mode = "prefill";             // prefill | decode
+  std::string batch = "1";                  // independent sequences, like a length ("1K" = 1024)
+  std::string dtype = "bf16";               // fp8 | bf16 | fp16 | fp32: bytes per element
+  std::string gpu = "H200";
+  bool gpu_info = false;                    // print the GPU table with its sources, nothing else
+  std::string json;                         // empty: no JSON file
+};
+int CostCommand(const CostOptions& options, const CliStreams& streams);
 
 }  // namespace msa
 

@@ -22,7 +22,7 @@ struct WidenedAttentionInputs {
 // One (query, head) row: softmax over the keys of `ranges` (ascending, disjoint) of one sequence.
 // m = max s_j; p_j = exp(s_j - m); l = sum p_j; out_d = (sum_j p_j v_jd) / l; lse = m + log(l),
 // every sum in ascending key position.
-// [teach:attend-row]
+// docs:begin attend-row
 void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t, int64_t h,
                int64_t key_begin, const std::vector<KeyRange>& ranges, double* out, double* lse) {
   const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads;
@@ -52,7 +52,7 @@ void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t
   for (int64_t c = 0; c < dv; ++c) out[c] = weighted_sum[c] / l;
   *lse = m + CanonicalLog(l);
 }
-// [/teach:attend-row]
+// docs:end attend-row
 
 WidenedAttentionInputs WidenAll(const AttentionInputs& inputs) {
   return {Widen(inputs.q), Widen(inputs.k), Widen(inputs.v)};
@@ -68,6 +68,7 @@ Status AttendSelected(const Config& config, const AttentionInputs& inputs, const
   ForEachRow(total_q * hq, progress, [&](int64_t work) {
     const int64_t t = work / hq, h = work % hq, r = h / config.group_size();
     const QueryPlace& place = places[t];
+    // docs:begin selected-key-ranges
     // The selected blocks as a set, visited in ascending block id = ascending key position.
     const int32_t* row = selection.topk_indices + (r * total_q + t) * config.top_k;
     std::vector<int32_t> blocks;
@@ -77,6 +78,7 @@ Status AttendSelected(const Config& config, const AttentionInputs& inputs, const
     for (int32_t blk : blocks) {
       ranges.push_back({blk * bk, std::min<int64_t>((blk + 1) * bk, place.position + 1)});
     }
+    // docs:end selected-key-ranges
     AttendRow(config, widened, t, h, place.key_begin, ranges, &outputs.out[(t * hq + h) * config.value_dim],
               &outputs.lse[t * hq + h]);
   });

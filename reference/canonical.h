@@ -11,7 +11,7 @@ namespace msa {
 
 // dot(a, b, n): eight partial sums, P[i % 8] += a[i] * b[i] for i ascending (multiply, then add),
 // combined as ((P0+P1)+(P2+P3)) + ((P4+P5)+(P6+P7)).
-// [teach:canonical-dot]
+// docs:begin canonical-dot
 MSA_HOST_DEVICE inline double CanonicalDot(const double* a, const double* b, int64_t n) {
   double p[8] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
   int64_t i = 0;
@@ -21,7 +21,7 @@ MSA_HOST_DEVICE inline double CanonicalDot(const double* a, const double* b, int
   for (int lane = 0; i < n; ++i, ++lane) p[lane] += a[i] * b[i];
   return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
 }
-// [/teach:canonical-dot]
+// docs:end canonical-dot
 
 }  // namespace msa
 

@@ -15,6 +15,7 @@ namespace {
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
 // m + log(sum_j exp(x_j - m)) over x[0..n), summing in ascending index order (SPEC section 4).
+// docs:begin canonical-lse
 double CanonicalLogSumExp(const double* x, int64_t n) {
   double m = x[0];
   for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
@@ -22,6 +23,7 @@ double CanonicalLogSumExp(const double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) l += CanonicalExp(x[j] - m);
   return m + CanonicalLog(l);
 }
+// docs:end canonical-lse
 
 // Per-sequence mean index keys of the FULL blocks: [num_full_blocks, Di]. A partial local block's mean
 // is computed per query, over its visible keys only, by the same routine.
@@ -49,14 +51,16 @@ double SelectedLogSumExp(const Config& config, const double* token_scores, int64
 }
 
 // Token scores x[s] = dot(index_q[t, r], index_k[s]) * index_scale for s in 0..num_keys-1 of one sequence.
+// docs:begin token-scores
 void TokenScores(const double* query, const double* index_k, int64_t key_begin, int64_t num_keys, int64_t di,
                  double index_scale, double* scores) {
   for (int64_t s = 0; s < num_keys; ++s) scores[s] = CanonicalDot(query, &index_k[(key_begin + s) * di], di) * index_scale;
 }
+// docs:end token-scores
 
 }  // namespace
 
-// [teach:place-selection]
+// docs:begin place-selection
 void PlaceSelection(const Config& config, const double* scores, int64_t visible, int32_t* row) {
   const int64_t local = visible - 1;
   const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than local
@@ -76,7 +80,7 @@ void PlaceSelection(const Config& config, const double* scores, int64_t visible,
   row[slot++] = int32_t(local);  // the local block is always last among the valid slots
   while (slot < config.top_k) row[slot++] = -1;
 }
-// [/teach:place-selection]
+// docs:end place-selection
 
 Status SelectBlocks(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                     const ProgressFn& progress) {
@@ -131,7 +135,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
       }
     }
 
-    // [teach:block-scores]
+    // docs:begin block-scores
     std::vector<double> scores(visible);
     std::vector<double> mean(config.pooling == Pooling::kMean ? di : 0);
     for (int64_t blk = 0; blk < visible; ++blk) {
@@ -155,7 +159,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
         }
       }
     }
-    // [/teach:block-scores]
+    // docs:end block-scores
     for (int64_t blk = 0; blk < visible; ++blk) {
       if (!std::isfinite(scores[blk])) return reject_row();
     }

@@ -24,6 +24,7 @@
 #include <gtest/gtest.h>
 
 #include "oracle/cli.h"
+#include "tests/run_cli.h"
 #include "oracle/file_contract.h"
 #include "oracle/problem.h"
 #include "oracle/safetensors.h"
@@ -36,11 +37,6 @@ namespace fs = std::filesystem;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr const char* kValidConfig = R"({"block_size":4,"top_k":3,"init_blocks":0,"pooling":"max"})";
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
 
 ProblemSpec SmallSpec(DType dtype = DType::kF64) {
   ProblemSpec spec;
@@ -120,14 +116,7 @@ class CliErrorsTest : public ::testing::Test {
     fs::remove_all(dir_, error);
   }
 
-  CliResult Run(const std::vector<std::string>& args) {
-    std::ostringstream out, err;
-    CliResult result;
-    result.code = RunCli(args, {out, err, false});
-    result.out = out.str();
-    result.err = err.str();
-    return result;
-  }
+  CliResult Run(const std::vector<std::string>& args) { return RunMsa(args); }
 
   // `msa run --inputs IN --out OUT` on `file` written as the inputs.
   CliResult RunOn(const SafetensorsFile& file) {
@@ -618,7 +607,7 @@ TEST_F(CliErrorsTest, UnknownOption) {
 }
 
 TEST_F(CliErrorsTest, NoSubcommand) {
-  ExpectRefused(Run({}), "no subcommand given: must be one of: run, check, golden (see msa --help)");
+  ExpectRefused(Run({}), "no subcommand given: must be one of: run, check, golden, cost, recall, explain (see msa --help)");
 }
 
 TEST_F(CliErrorsTest, ThreadsZero) {

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "oracle/cli.h"
+#include "tests/run_cli.h"
 #include "oracle/golden.h"
 #include "oracle/sha256.h"
 
@@ -25,17 +26,6 @@ namespace msa {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct CliResult {
-  int code = -1;
-  std::string out, err;
-};
-
-CliResult Cli(const std::vector<std::string>& args) {
-  std::ostringstream out, err;
-  const int code = RunCli(args, {out, err, false});
-  return {code, out.str(), err.str()};
-}
 
 // A fresh directory under the system temporary directory, removed with its content at scope exit.
 class TempDir {
@@ -102,7 +92,7 @@ TEST(GoldenSuite, SmokeRoundTripsThroughTheCli) {
   TempDir temp;
   const std::string dir = temp / "nested/smoke";  // parents are created
   const std::vector<TestCase> cases = Smoke();
-  const CliResult generate = Cli({"golden", "generate", "--suite", "smoke", "--dir", dir});
+  const CliResult generate = RunMsa({"golden", "generate", "--suite", "smoke", "--dir", dir});
   ASSERT_EQ(generate.code, 0) << generate.err;
   EXPECT_NE(generate.out.find("[1/" + std::to_string(cases.size()) + "] " + cases[0].name), std::string::npos)
       << generate.out;
@@ -110,7 +100,7 @@ TEST(GoldenSuite, SmokeRoundTripsThroughTheCli) {
     EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / test_case.name / kGoldenInputs)) << test_case.name;
     EXPECT_TRUE(fs::is_regular_file(fs::path(dir) / test_case.name / kGoldenOutputs)) << test_case.name;
   }
-  const CliResult verify = Cli({"golden", "verify", "--dir", dir, "--backend", "reference"});
+  const CliResult verify = RunMsa({"golden", "verify", "--dir", dir, "--backend", "reference"});
   EXPECT_EQ(verify.code, 0) << verify.out << verify.err;
   for (const TestCase& test_case : cases) {
     EXPECT_NE(CaseLine(verify.out, test_case.name).find("PASS"), std::string::npos) << verify.out;
@@ -184,7 +174,7 @@ TEST(GoldenSuite, FlippedOutputByteFailsThatCase) {
   std::string corrupted_hash;
   ASSERT_TRUE(Sha256OfFile(path.string(), &corrupted_hash).ok());
 
-  const CliResult verify = Cli({"golden", "verify", "--dir", temp.path().string()});
+  const CliResult verify = RunMsa({"golden", "verify", "--dir", temp.path().string()});
   EXPECT_EQ(verify.code, 1) << verify.out << verify.err;
   const std::string line = CaseLine(verify.out, victim);
   EXPECT_NE(line.find("FAIL"), std::string::npos) << verify.out;
@@ -200,7 +190,7 @@ TEST(GoldenSuite, MissingInputsFileFailsThatCase) {
   const std::vector<TestCase> cases = Small();
   Generate(temp.path().string(), cases);
   fs::remove(temp.path() / cases[2].name / kGoldenInputs);
-  const CliResult verify = Cli({"golden", "verify", "--dir", temp.path().string()});
+  const CliResult verify = RunMsa({"golden", "verify", "--dir", temp.path().string()});
   EXPECT_EQ(verify.code, 1) << verify.out << verify.err;
   EXPECT_NE(CaseLine(verify.out, cases[2].name).find(cases[2].name + "/inputs.safetensors is missing"),
             std::string::npos)
@@ -230,14 +220,14 @@ TEST(GoldenSuite, BadManifestIsBadInput) {
   };
   for (const auto& [content, expected] : manifests) {
     WriteFile(manifest_path, content);
-    const CliResult verify = Cli({"golden", "verify", "--dir", temp.path().string()});
+    const CliResult verify = RunMsa({"golden", "verify", "--dir", temp.path().string()});
     EXPECT_EQ(verify.code, 2) << expected << "\n" << verify.out;
     EXPECT_EQ(verify.out, "");
     EXPECT_EQ(verify.err.rfind("msa: error: " + manifest_path.string() + ": ", 0), 0u) << verify.err;
     EXPECT_NE(verify.err.find(expected), std::string::npos) << verify.err;
   }
   fs::remove(manifest_path);
-  const CliResult missing = Cli({"golden", "verify", "--dir", temp.path().string()});
+  const CliResult missing = RunMsa({"golden", "verify", "--dir", temp.path().string()});
   EXPECT_EQ(missing.code, 2);
   EXPECT_NE(missing.err.find("cannot open"), std::string::npos) << missing.err;
 }
@@ -245,7 +235,7 @@ TEST(GoldenSuite, BadManifestIsBadInput) {
 TEST(GoldenSuite, UnknownBackendIsBadInput) {
   TempDir temp;
   Generate(temp.path().string(), Small());
-  const CliResult verify = Cli({"golden", "verify", "--dir", temp.path().string(), "--backend", "no_such_backend"});
+  const CliResult verify = RunMsa({"golden", "verify", "--dir", temp.path().string(), "--backend", "no_such_backend"});
   EXPECT_EQ(verify.code, 2);
   EXPECT_NE(verify.err.find("--backend no_such_backend: unknown backend"), std::string::npos) << verify.err;
 }
