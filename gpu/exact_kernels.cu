@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu/kernels.h"
+#include "gpu/sorted_selection.cuh"
 #include "reference/canonical.h"
 
 namespace msa::gpu {
@@ -169,29 +170,6 @@ __global__ void PoolKernel(int pooling, const double* scratch, int64_t ld, const
     if (!finite || !Finite(value)) RecordBad(bad_row, g, row);
     bs[row * g.max_blocks + blk] = value;
   }
-}
-
-// The gathered keys of one selection row: its valid ids sorted ascending and their visible key counts.
-// Run by thread 0; blocks[top_k] int32, prefix[top_k + 1] int64. Returns the number of blocks.
-__device__ int SortedSelection(const int32_t* sel, int top_k, int64_t bk, int64_t pos, int32_t* blocks,
-                               int64_t* prefix) {
-  int nb = 0;
-  for (int slot = 0; slot < top_k && sel[slot] != -1; ++slot) {
-    const int32_t id = sel[slot];
-    int at = nb++;
-    while (at > 0 && blocks[at - 1] > id) {
-      blocks[at] = blocks[at - 1];
-      --at;
-    }
-    blocks[at] = id;
-  }
-  prefix[0] = 0;
-  for (int i = 0; i < nb; ++i) {
-    const int64_t first = int64_t(blocks[i]) * bk;
-    const int64_t count = pos + 1 - first < bk ? pos + 1 - first : bk;
-    prefix[i + 1] = prefix[i] + count;
-  }
-  return nb;
 }
 
 // Key position of gathered key j (0 <= j < prefix[nb]).

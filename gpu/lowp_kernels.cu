@@ -8,6 +8,7 @@
 
 #include "gpu/kernels.h"
 #include "gpu/mma.cuh"
+#include "gpu/sorted_selection.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -217,27 +218,6 @@ __global__ void IndexLseKernel(const uint16_t* index_q, const uint16_t* index_k,
     LseMerge(m, l, om, ol);
   }
   if (lane == 0) index_lse[r * g.total_q + t] = double(m + logf(l));
-}
-
-// The selection row's valid ids sorted ascending and their visible key counts (one thread).
-__device__ int SortedSelection(const int32_t* sel, int top_k, int64_t bk, int64_t pos, int32_t* blocks,
-                               int64_t* prefix) {
-  int nb = 0;
-  for (int slot = 0; slot < top_k && sel[slot] != -1; ++slot) {
-    const int32_t id = sel[slot];
-    int at = nb++;
-    while (at > 0 && blocks[at - 1] > id) {
-      blocks[at] = blocks[at - 1];
-      --at;
-    }
-    blocks[at] = id;
-  }
-  prefix[0] = 0;
-  for (int i = 0; i < nb; ++i) {
-    const int64_t first = int64_t(blocks[i]) * bk;
-    prefix[i + 1] = prefix[i] + (pos + 1 - first < bk ? pos + 1 - first : bk);
-  }
-  return nb;
 }
 
 __device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* prefix, int nb, int64_t bk) {
