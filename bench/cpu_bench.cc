@@ -125,7 +125,7 @@ void BM_CopyBandwidth(benchmark::State& state) {
 void BM_EigenGemm(benchmark::State& state) {
   double rate = 0;
   for (auto _ : state) {
-    rate = EigenGemmRate(state.range(0), 20);
+    rate = EigenGemmRate(GroupOfM3(Precision::kFp32), state.range(0), 20);
     if (rate == 0) state.SkipWithError("Eigen GEMM gave a wrong product");
   }
   state.counters["FLOP/s"] = rate;

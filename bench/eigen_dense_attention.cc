@@ -67,20 +67,21 @@ void EigenDenseCausalGqa(const Problem& problem, std::vector<float>* out) {
   }
 }
 
-double EigenGemmRate(int64_t keys, int repetitions) {
+double EigenGemmRate(const Config& config, int64_t keys, int repetitions) {
+  const int64_t rows = kQueryTile * config.group_size(), d = config.head_dim;
   double seconds = 0;
 #pragma omp parallel reduction(max : seconds)
   {
-    const RowMatrix queries = RowMatrix::Constant(kQueryTile * 16, 128, 0.5f);
-    const RowMatrix k = RowMatrix::Constant(keys, 128, 0.25f);
-    RowMatrix scores(kQueryTile * 16, keys);
+    const RowMatrix queries = RowMatrix::Constant(rows, d, 0.5f);
+    const RowMatrix k = RowMatrix::Constant(keys, d, 0.25f);
+    RowMatrix scores(rows, keys);
     const double start = omp_get_wtime();
     for (int i = 0; i < repetitions; ++i) scores.noalias() = queries * k.transpose();
     seconds = omp_get_wtime() - start;
-    if (scores(0, 0) != 16.0f) seconds = -1;  // 128 * 0.5 * 0.25: the product really ran
+    if (scores(0, 0) != 0.125f * float(d)) seconds = -1;  // d * 0.5 * 0.25: the product really ran
   }
   if (seconds <= 0) return 0;
-  return 2.0 * kQueryTile * 16 * 128 * double(keys) * repetitions * omp_get_max_threads() / seconds;
+  return 2.0 * rows * d * double(keys) * repetitions * omp_get_max_threads() / seconds;
 }
 
 }  // namespace msa::bench

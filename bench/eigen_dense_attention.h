@@ -16,9 +16,10 @@ namespace msa::bench {
 // OpenMP over (group, tile); Eigen itself runs one thread inside.
 void EigenDenseCausalGqa(const Problem& problem, std::vector<float>* out);
 
-// The peer's own ceiling: the FLOP/s of Eigen's fp32 GEMM at the peer's tile shape ([512, 128] x [128, keys]),
-// every thread multiplying its own matrices `repetitions` times. 0 if the product came out wrong.
-double EigenGemmRate(int64_t keys, int repetitions);
+// The peer's own ceiling: the FLOP/s of Eigen's fp32 GEMM at the peer's tile shape for `config`
+// ([tile * G, D] x [D, keys]), every thread multiplying its own matrices `repetitions` times. 0 if the product
+// came out wrong.
+double EigenGemmRate(const Config& config, int64_t keys, int repetitions);
 
 }  // namespace msa::bench
 
