@@ -1,9 +1,15 @@
 // The CUDA backend ("gpu"): exact mode bit-identical to the reference on every canonical and large case,
-// bf16/fp16 passing the oracle rules (near-tie flips counted, not failed), bitwise replay, and clean Status
-// answers where it declines. Without a usable CUDA device (or without a CUDA build) every device test skips
-// with a message saying why; the conformance and property suites run the gpu backend too when it is available.
+// bf16/fp16 passing the oracle rules (near-tie flips counted, not failed) on those cases and on the shapes that
+// reach the part-1 attention kernel, the bf16/fp16 selection equal to the reference's where block maxima tie
+// exactly (the tie order of SPEC section 2), bitwise replay, and clean Status answers where it declines.
+// Without a usable CUDA device (or without a CUDA build) every device test skips with a message saying why; the
+// conformance and property suites run the gpu backend too when it is available.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -87,10 +93,23 @@ TEST(GpuBackend, ExactIsBitIdenticalToTheReferenceOnEveryCase) {
   }
 }
 
-TEST(GpuBackend, LowPrecisionPassesTheOracleRulesOnEveryCase) {
-  MSA_REQUIRE_GPU();
+// The oracle's verdict (SPEC section 5) on the gpu's outputs `gpu` computed at `precision`, judged with its own
+// selection against `reference` (the FP64 reference's outputs on the same problem).
+Verdict JudgeGpuOutputs(const Problem& problem, const Outputs& reference, const Outputs& gpu, Precision precision) {
+  JudgeOptions options;
+  options.precision = precision;
+  Verdict verdict;
+  const Status status =
+      Judge(problem, reference, Candidate{gpu.topk_indices, gpu.out, gpu.lse, gpu.index_lse}, options, &verdict);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return verdict;
+}
+
+// Runs the gpu at bf16 and at fp16 on every case and judges both by the oracle rules against the FP64
+// reference; prints the near-tie selection rows (counted, not failed) per precision under `label`.
+void ExpectLowPrecisionPassesTheOracleRules(const std::vector<TestCase>& cases, const std::string& label) {
   int64_t near_ties[2] = {0, 0}, rows[2] = {0, 0};
-  for (const TestCase& test_case : AllCases()) {
+  for (const TestCase& test_case : cases) {
     Problem problem = GenerateProblem(test_case.spec);
     Outputs reference;
     ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
@@ -100,20 +119,187 @@ TEST(GpuBackend, LowPrecisionPassesTheOracleRulesOnEveryCase) {
       Outputs gpu;
       const Status status = RunBackend(*Gpu(), problem, &gpu);
       ASSERT_TRUE(status.ok()) << test_case.name << ": " << status.message();
-      JudgeOptions options;
-      options.precision = precision;
-      Verdict verdict;
-      ASSERT_TRUE(Judge(problem, reference, Candidate{gpu.topk_indices, gpu.out, gpu.lse, gpu.index_lse}, options,
-                        &verdict).ok());
+      const Verdict verdict = JudgeGpuOutputs(problem, reference, gpu, precision);
       EXPECT_TRUE(verdict.passed()) << test_case.name << " at " << PrecisionName(precision) << "\n"
                                     << FormatVerdict(verdict);
       near_ties[i] += verdict.selection.near_tie_rows;
       rows[i] += verdict.selection.rows;
     }
   }
-  std::printf("gpu bf16: %lld near-tie selection rows of %lld; fp16: %lld of %lld\n",
+  std::printf("gpu %s, bf16: %lld near-tie selection rows of %lld; fp16: %lld of %lld\n", label.c_str(),
               static_cast<long long>(near_ties[0]), static_cast<long long>(rows[0]),
               static_cast<long long>(near_ties[1]), static_cast<long long>(rows[1]));
+}
+
+TEST(GpuBackend, LowPrecisionPassesTheOracleRulesOnEveryCase) {
+  MSA_REQUIRE_GPU();
+  ExpectLowPrecisionPassesTheOracleRules(AllCases(), "canonical and large cases");
+}
+
+// Shapes whose main branch the query-outer kernel declines: QOuterAttendFits (gpu/attend_kernels.cu) is false,
+// so AttendImpl (gpu/gpu_backend.cc) takes the part-1 kernel LowpAttend (gpu/lowp_kernels.cu). One case per
+// reason QOuterAttendFits gives, which also reach each of LowpAttend's register tilings (kDvTiles 4, 16, 32 for
+// Dv up to 32, 128, 256). None of the canonical or large cases gets here: their dims are multiples of 8 up to
+// 128 and their top_k * Bk at most 16 * 128 keys.
+std::vector<TestCase> LowpAttendCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  // D = Dv = Di = 192: past QOuterAttend's 128 (LowpAttend kDvTiles 32). Index branch: Di past BlockMaxScores'
+  // 128, so max pooling runs in LowpBlockScores. A prefill over 10 blocks of 32 and a decode over 32 blocks.
+  add("lowp_attend_wide", MakeSpec(8, 2, 192, 32, 4, 0, Pooling::kMax, {{300, 300}, {16, 1000}}, DType::kBF16, 201));
+  // D = Dv = Di = 20: not a multiple of 8 (zero-padded to 32 for the mma; LowpAttend kDvTiles 4), lse pooling with
+  // an init block, and 18 heads per group: two head tiles of the group, the second holding 2 heads.
+  add("lowp_attend_odd_dim", MakeSpec(36, 2, 20, 16, 4, 1, Pooling::kLse, {{100, 100}, {7, 61}}, DType::kF16, 202));
+  // top_k * Bk = 48 * 128 = 6144 gathered keys at D = 128: QOuterAttend's shared-memory layout needs 261,008 bytes,
+  // past the 232,448 (227 KiB) opt-in of an H100/H200, the largest of any current device (LowpAttend kDvTiles 16).
+  // top_k 48 > 33 ranks with RankFloat. Queries see 94 and 71 blocks, so the selection still drops blocks.
+  add("lowp_attend_many_keys",
+      MakeSpec(8, 2, 128, 128, 48, 0, Pooling::kMax, {{40, 12000}, {1, 9000}}, DType::kBF16, 203));
+  return cases;
+}
+
+TEST(GpuBackend, LowPrecisionPassesTheOracleRulesWhereLowpAttendRuns) {
+  MSA_REQUIRE_GPU();
+  ExpectLowPrecisionPassesTheOracleRules(LowpAttendCases(), "LowpAttend cases");
+}
+
+// Max-pooling cases whose block maxima tie exactly. index_q and index_k come from {-1, 0, 1} (few_valued_index)
+// at Di = 16, so every token score is an integer dot (|dot| <= 16: exact in the fp32 accumulation of bf16 or fp16
+// products, in any order) times index_scale = 16^-0.5 = 1/4 (a power of two), and the block maxima crowd onto a
+// few integers: most rows hold more blocks at the selection threshold than the selection has room for.
+// Di <= 128 and Bk a multiple of 64 send the index branch to BlockMaxScores, top_k <= 33 to RankTopK
+// (gpu/gpu_backend.cc, SelectImpl). D = Dv = 16 too; the main branch is not what these cases test.
+std::vector<TestCase> TiedBlockMaxCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    spec.few_valued_index = true;
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  // Bk 64, top_k 16 (RankTopK's 16-key lists). A 256-query chunk over 4096 keys (64 blocks; 512 index rows:
+  // BlockMaxScores with two m-tiles per warp) and a 4-query decode over 40000 keys (625 blocks: about 20
+  // candidates per lane, more than its list holds).
+  add("tied_max", MakeSpec(8, 2, 16, 64, 16, 0, Pooling::kMax, {{256, 4096}, {4, 40000}}, DType::kBF16, 301));
+  // Bk 128 (two 64-key tiles per block), top_k 33 (RankTopK's 32-key lists), one init block, one index head. A
+  // 128-query chunk over 6000 keys (47 blocks) and a 2-query decode over 140000 keys (1094 blocks: about 34 per
+  // lane).
+  add("tied_max", MakeSpec(4, 1, 16, 128, 33, 1, Pooling::kMax, {{128, 6000}, {2, 140000}}, DType::kBF16, 302));
+  return cases;
+}
+
+// Whether row `row` of two [rows, width] tensors holds equal values (by value: -0 equals +0, as scores).
+template <typename T>
+bool SameRow(const std::vector<T>& a, const std::vector<T>& b, int64_t row, int64_t width) {
+  return std::equal(a.begin() + row * width, a.begin() + (row + 1) * width, b.begin() + row * width);
+}
+
+// Row `row` of a [rows, width] tensor as " v0 v1 ...".
+std::string FormatRow(const std::vector<int32_t>& tensor, int64_t row, int64_t width) {
+  std::string text;
+  for (int64_t i = 0; i < width; ++i) text += " " + std::to_string(tensor[size_t(row * width + i)]);
+  return text;
+}
+
+// What the FP64 reference's outputs say about each selection row [Hidx, total_q] of a max-pooling problem.
+struct TieRows {
+  // Every visible block score is an exact integer multiple of index_scale (an integer dot of at most 2^11 in
+  // magnitude): the bf16 and fp16 block maxima are then exact too, and so is every tie between them.
+  std::vector<bool> exact;
+  int64_t exact_rows = 0;
+  // Exact rows where ties decide the selection: the lowest score among the selected history blocks equals the
+  // highest among the candidates left out, so only the tie order (block id ascending) tells them apart.
+  int64_t tie_decided_rows = 0;
+};
+
+TieRows FindTieRows(const Problem& problem, const Outputs& reference) {
+  const Config& config = problem.config;
+  const int64_t rows = int64_t(config.num_kv_heads) * problem.batch().total_q();
+  const int64_t max_blocks = MaxBlocks(config, problem.batch()), top_k = config.top_k;
+  const double scale = config.IndexScale();
+  TieRows result;
+  result.exact.assign(size_t(rows), false);
+  for (int64_t row = 0; row < rows; ++row) {
+    const int32_t* selection = &reference.topk_indices[size_t(row * top_k)];
+    const double* scores = &reference.block_scores[size_t(row * max_blocks)];
+    int64_t valid = 0;
+    while (valid < top_k && selection[valid] != -1) ++valid;
+    const int64_t local = selection[valid - 1];
+    bool exact = true;
+    for (int64_t blk = 0; blk <= local; ++blk) {
+      const double dot = scores[blk] / scale;
+      exact = exact && dot == std::nearbyint(dot) && std::fabs(dot) <= 2048.0;
+    }
+    if (!exact) continue;
+    result.exact[size_t(row)] = true;
+    ++result.exact_rows;
+    const int64_t init = std::min<int64_t>(config.init_blocks, local), history = valid - init - 1;
+    std::vector<bool> selected(size_t(local), false);
+    double lowest_selected = std::numeric_limits<double>::infinity();
+    for (int64_t slot = 0; slot < history; ++slot) {
+      selected[size_t(selection[slot])] = true;
+      lowest_selected = std::min(lowest_selected, scores[selection[slot]]);
+    }
+    double highest_left_out = -std::numeric_limits<double>::infinity();
+    for (int64_t blk = init; blk < local; ++blk) {
+      if (!selected[size_t(blk)]) highest_left_out = std::max(highest_left_out, scores[blk]);
+    }
+    result.tie_decided_rows += history > 0 && lowest_selected == highest_left_out;
+  }
+  return result;
+}
+
+// Runs without a device: the tied cases are what the gpu test below needs them to be, by the reference alone.
+TEST(GpuBackend, TiedBlockMaxCasesHaveExactTiesThatDecideTheSelection) {
+  for (const TestCase& test_case : TiedBlockMaxCases()) {
+    const Problem problem = GenerateProblem(test_case.spec);
+    Outputs reference;
+    ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
+    const TieRows ties = FindTieRows(problem, reference);
+    const int64_t rows = int64_t(ties.exact.size());
+    EXPECT_EQ(ties.exact_rows, rows) << test_case.name;
+    EXPECT_GE(ties.tie_decided_rows, rows * 3 / 4) << test_case.name;  // 492 of 520 and 124 of 130 here
+    std::printf("%s: %lld of %lld rows exact, %lld of them decided by ties\n", test_case.name.c_str(),
+                static_cast<long long>(ties.exact_rows), static_cast<long long>(rows),
+                static_cast<long long>(ties.tie_decided_rows));
+  }
+}
+
+// SPEC section 2's tie order (score descending, then block id ascending; init blocks, then the local block last)
+// on the gpu's low-precision index branch: where the block maxima are exact in both precisions, the gpu's
+// selection and block scores equal the FP64 reference's, slot for slot.
+TEST(GpuBackend, LowPrecisionSelectionEqualsTheReferenceOnExactlyTiedBlockMaxima) {
+  MSA_REQUIRE_GPU();
+  for (const TestCase& test_case : TiedBlockMaxCases()) {
+    Problem problem = GenerateProblem(test_case.spec);
+    Outputs reference;
+    ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
+    const TieRows ties = FindTieRows(problem, reference);
+    const int64_t top_k = problem.config.top_k, max_blocks = MaxBlocks(problem.config, problem.batch());
+    const int64_t total_q = problem.batch().total_q();
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      Outputs gpu;
+      const Status status = RunBackend(*Gpu(), problem, &gpu);
+      ASSERT_TRUE(status.ok()) << test_case.name << ": " << status.message();
+      int64_t differing_rows = 0;
+      for (int64_t row = 0; row < int64_t(ties.exact.size()); ++row) {
+        if (!ties.exact[size_t(row)]) continue;
+        const bool same_selection = SameRow(reference.topk_indices, gpu.topk_indices, row, top_k);
+        const bool same_scores = SameRow(reference.block_scores, gpu.block_scores, row, max_blocks);
+        if (same_selection && same_scores) continue;
+        if (++differing_rows > 8) continue;  // list the first 8
+        ADD_FAILURE() << test_case.name << " at " << PrecisionName(precision) << ", group " << row / total_q
+                      << ", query row " << row % total_q << (same_scores ? "" : ": block scores differ")
+                      << "\n  reference:" << FormatRow(reference.topk_indices, row, top_k)
+                      << "\n  gpu:      " << FormatRow(gpu.topk_indices, row, top_k);
+      }
+      EXPECT_EQ(differing_rows, 0) << test_case.name << " at " << PrecisionName(precision);
+      std::printf("%s at %s: %lld exact rows (%lld decided by ties) compared\n", test_case.name.c_str(),
+                  std::string(PrecisionName(precision)).c_str(), static_cast<long long>(ties.exact_rows),
+                  static_cast<long long>(ties.tie_decided_rows));
+    }
+  }
 }
 
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
@@ -147,11 +333,7 @@ TEST(GpuBackend, DecodeShapesQLen1To16OverALongContext) {
       ExpectSameBits(reference, gpu, "decode");
       continue;
     }
-    JudgeOptions options;
-    options.precision = precision;
-    Verdict verdict;
-    ASSERT_TRUE(Judge(problem, reference, Candidate{gpu.topk_indices, gpu.out, gpu.lse, gpu.index_lse}, options,
-                      &verdict).ok());
+    const Verdict verdict = JudgeGpuOutputs(problem, reference, gpu, precision);
     EXPECT_TRUE(verdict.passed()) << FormatVerdict(verdict);
   }
 }
