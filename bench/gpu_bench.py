@@ -71,10 +71,11 @@ def sdpa_prefill(n):
     return ms
 
 
-def sdpa_decode(kv):
-    q = torch.randn(1, HQ, 1, D, device=dev, dtype=torch.bfloat16)
-    k = torch.randn(1, HKV, kv, D, device=dev, dtype=torch.bfloat16)
-    v = torch.randn(1, HKV, kv, D, device=dev, dtype=torch.bfloat16)
+def sdpa_decode(kv, batch=1, q_len=1):
+    # q_len > 1 (speculative decode): no mask; the last q_len keys' causal triangle is a negligible share.
+    q = torch.randn(batch, HQ, q_len, D, device=dev, dtype=torch.bfloat16)
+    k = torch.randn(batch, HKV, kv, D, device=dev, dtype=torch.bfloat16)
+    v = torch.randn(batch, HKV, kv, D, device=dev, dtype=torch.bfloat16)
     ms = bench(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True), warm=3, rep=20)
     del q, k, v
     torch.cuda.empty_cache()
@@ -113,8 +114,8 @@ def flex_prefill(n):
     return ms, density
 
 
-def ours(binary, mode, n, reps):
-    proc = subprocess.run([binary, mode, str(n), str(reps)], capture_output=True, text=True, timeout=400)
+def ours(binary, mode, n, reps, *extra):
+    proc = subprocess.run([binary, mode, str(n), str(reps), *extra], capture_output=True, text=True, timeout=400)
     if proc.returncode != 0 and not proc.stdout.strip():
         return {"error": proc.stderr.strip()[-300:]}
     result = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -134,6 +135,9 @@ def main():
     p.add_argument("--sdpa", default="32768,131072")
     p.add_argument("--flex", default="32768,131072")
     p.add_argument("--decode", default="4096,16384,65536,262144,1048576")
+    p.add_argument("--decode-batched", default="128x1x4096,128x1x32768,8x16x65536",
+                   help="BATCHxQ_LENxKV decode shapes")
+    p.add_argument("--qouter", default="32768,131072", help="prefill N at which the Q-outer main branch is also timed")
     p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
     p.add_argument("--deadline", type=float, default=1e9, help="seconds: later measurements that would not fit are skipped")
     args = p.parse_args()
@@ -150,17 +154,22 @@ def main():
     gemm = res["ceilings"]["gemm_bf16_tflops"]
     copy = res["ceilings"]["copy_gbps"]
     decode = []
-    for kv in ints(args.decode):
-        row = {"kv": kv, "ours": ours(args.bin, "decode", kv, 20)}
+    shapes = [(1, 1, kv) for kv in ints(args.decode)]
+    shapes += [tuple(int(x) for x in t.split("x")) for t in args.decode_batched.split(",") if t]
+    for batch, q_len, kv in shapes:
+        row = {"kv": kv, "batch": batch, "q_len": q_len,
+               "ours": ours(args.bin, "decode", kv, 20, f"batch={batch}", f"q_len={q_len}")}
+        if batch * q_len * HKV <= 512:
+            row["ours_qouter"] = ours(args.bin, "decode", kv, 20, f"batch={batch}", f"q_len={q_len}", "main=q-outer")
         try:
-            row["sdpa_ms"] = sdpa_decode(kv)
+            row["sdpa_ms"] = sdpa_decode(kv, batch, q_len)
         except Exception as e:  # noqa: BLE001
             row["sdpa_error"] = f"{type(e).__name__}: {str(e)[:200]}"
         o = row["ours"]
         if "total_ms" in o:
             row["gbps"] = o["decode_bytes"] / o["total_ms"] / 1e6
             row["frac_copy"] = row["gbps"] / copy
-            row["index_gbps"] = kv * D * 2 / o["index_ms"] / 1e6
+            row["index_gbps"] = batch * kv * D * 2 / o["index_ms"] / 1e6
             if "sdpa_ms" in row:
                 row["speedup_vs_sdpa"] = row["sdpa_ms"] / o["total_ms"]
         log("decode", kv, row)
@@ -172,6 +181,9 @@ def main():
         if n in ints(args.prefill) and fits("ours", n):
             row["ours"] = ours(args.bin, "prefill", n, 3 if n > 262144 else 5)
             log("ours", n, row["ours"])
+            if n in ints(args.qouter):
+                row["ours_qouter"] = ours(args.bin, "prefill", n, 3, "main=q-outer")
+                log("ours q-outer", n, row["ours_qouter"])
         if n in ints(args.sdpa) and not fits("sdpa", n):
             row["sdpa_error"] = "skipped: would not fit the deadline"
         elif n in ints(args.sdpa):
@@ -209,32 +221,42 @@ def main():
           f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), device copy "
           f"{copy / 1000:.2f} TB/s (2 GiB, read + written).", "",
           "## Prefill (one causal sequence of N tokens)", "",
-          "| N | SDPA ms | Flex ms | ours index ms | index TFLOP/s (% GEMM) | top-k ms | main ms | main TFLOP/s (% GEMM) "
-          "| ours total ms | x SDPA | x Flex | checks |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| N | SDPA ms | Flex ms | ours index ms | index TFLOP/s (% GEMM) | top-k ms | main ms (KV-outer) "
+          "| main TFLOP/s (% GEMM) | main ms (Q-outer) | max diff KV vs Q-outer (out, lse) | ours total ms | x SDPA "
+          "| x Flex | checks |",
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in prefill:
         o = r.get("ours", {})
         idx = f"{r['index_tflops']:.0f} ({100 * r['index_frac_gemm']:.0f}%)" if "index_tflops" in r else "-"
         mn = f"{r['main_tflops']:.0f} ({100 * r['main_frac_gemm']:.0f}%)" if "main_tflops" in r else "-"
+        diff = (f"{o['out_diff_vs_qouter']:.1e}, {o['lse_diff_vs_qouter']:.1e}"
+                if o.get("out_diff_vs_qouter", -1) >= 0 else "-")
         checks = "-" if not o else ("ok" if o.get("checks_passed") else f"FAILED {o}")
         md.append(f"| {r['n']} | {f(r.get('sdpa_ms'))} | {f(r.get('flex_ms'))} | {f(o.get('index_ms'))} | {idx} | "
-                  f"{f(o.get('topk_ms'))} | {f(o.get('main_ms'))} | {mn} | {f(o.get('total_ms'))} | "
+                  f"{f(o.get('topk_ms'))} | {f(o.get('main_ms'))} | {mn} | "
+                  f"{f(r.get('ours_qouter', {}).get('main_ms'))} | {diff} | {f(o.get('total_ms'))} | "
                   f"{f(r.get('speedup_vs_sdpa'), '.1f')} | {f(r.get('speedup_vs_flex'), '.1f')} | {checks} |")
     md += ["", "Useful FLOPs: index `Hkv*Di*N^2`, main `4*Hq*D*sum|S_t|` (SPEC section 6). SDPA: "
            "`F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)`; Flex: `flex_attention` compiled, "
-           "per-token selection of 16 blocks (local + 15 random earlier) as a block mask.", "",
-           "## Decode (one query, batch 1, KV keys)", "",
-           "| KV | index ms | top-k ms | main ms | total ms | bytes read (MB) | GB/s | % copy | SDPA dense ms | x SDPA | checks |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "per-token selection of 16 blocks (local + 15 random earlier) as a block mask. Total = index + top-k + "
+           "KV-outer main. The max diff column compares the KV-outer and Q-outer kernels on the same selection "
+           "(both bf16, different summation orders; each is judged against the FP64 reference by the test suite).", "",
+           "## Decode (batch sequences of KV keys, q_len queries each)", "",
+           "| batch | q_len | KV | index ms | top-k ms | main ms (KV-outer) | main ms (graph replay) | main ms (Q-outer) "
+           "| total ms | bytes read (MB) | GB/s | % copy | SDPA dense ms | x SDPA | checks |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in decode:
         o = r["ours"]
-        checks = "ok" if o.get("checks_passed") else f"FAILED {o}"
-        md.append(f"| {r['kv']} | {f(o.get('index_ms'), '.4f')} | {f(o.get('topk_ms'), '.4f')} | "
-                  f"{f(o.get('main_ms'), '.4f')} | {f(o.get('total_ms'), '.4f')} | {f(o.get('decode_bytes', 0) / 1e6, '.1f')} | "
+        checks = "ok" if o.get("checks_passed") and r.get("ours_qouter", {}).get("checks_passed", True) else f"FAILED {o}"
+        md.append(f"| {r['batch']} | {r['q_len']} | {r['kv']} | {f(o.get('index_ms'), '.4f')} | "
+                  f"{f(o.get('topk_ms'), '.4f')} | {f(o.get('main_ms'), '.4f')} | {f(o.get('main_graph_ms'), '.4f')} | "
+                  f"{f(r.get('ours_qouter', {}).get('main_ms'), '.4f')} | {f(o.get('total_ms'), '.4f')} | "
+                  f"{f(o.get('decode_bytes', 0) / 1e6, '.1f')} | "
                   f"{f(r.get('gbps'), '.0f')} | {f(100 * r['frac_copy'] if 'frac_copy' in r else None, '.1f')} | "
                   f"{f(r.get('sdpa_ms'), '.4f')} | {f(r.get('speedup_vs_sdpa'), '.1f')} | {checks} |")
     md += ["", "Decode bytes that must be read: index keys (KV x Di x 2), the index and main queries, K and V of the "
-           "selected keys (4 groups x up to 16 blocks x 128 keys x D x 2 x 2).", ""]
+           "selected keys (4 groups x up to 16 blocks x 128 keys x D x 2 x 2, per query). Total = index + top-k + "
+           "KV-outer main (direct launches).", ""]
     text = "\n".join(md) + "\n"
     os.makedirs(args.out, exist_ok=True)
     day = res["date"][:10]

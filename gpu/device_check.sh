@@ -107,6 +107,17 @@ step conformance 600 "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_D
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_conformance.json")
 step gpu_tests 600 "$BUILD/tests/gpu_backend_test" --gtest_output=json:"$OUT_DIR/gtest_gpu.json"
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_gpu.json")
+# The bf16/fp16 main branch has three kernels, chosen by shape (gpu_backend.cc ChooseAttendKernel); the
+# default run above takes mostly KV-outer. Each of the other two is forced here over the same suites.
+for kernel in q-outer part1; do
+  MSA_GPU_ATTEND_KERNEL=$kernel step "conformance_$kernel" 600 "$BUILD/tests/conformance_test" \
+    --gtest_output=json:"$OUT_DIR/gtest_conformance_$kernel.json"
+  NOTES[-1]="MSA_GPU_ATTEND_KERNEL=$kernel: $(gtest_note "$OUT_DIR/gtest_conformance_$kernel.json")"
+  MSA_GPU_ATTEND_KERNEL=$kernel step "gpu_tests_$kernel" 600 "$BUILD/tests/gpu_backend_test" \
+    --gtest_filter='GpuBackend.LowPrecision*:GpuBackend.Decode*:GpuProperty.*' \
+    --gtest_output=json:"$OUT_DIR/gtest_gpu_$kernel.json"
+  NOTES[-1]="MSA_GPU_ATTEND_KERNEL=$kernel: $(gtest_note "$OUT_DIR/gtest_gpu_$kernel.json")"
+done
 
 MSA="$BUILD/oracle/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -355,6 +356,27 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   return Status::Ok();
 }
 
+// The main-branch kernel of a shape (gpu/kernels.h). KV-outer pays off when blocks are shared: on average at
+// least 2 queries per (sequence, block, group), or too few queries for the Q-outer grid to fill the device
+// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks).
+enum class AttendKernel { kExact, kKvOuter, kQOuter, kPart1 };
+
+AttendKernel ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks) {
+  const bool kv_outer_fits = KvOuterAttendFits(g) && PlanKvOuter(g, num_blocks, kChunkBudgetBytes).ok;
+  const bool q_outer_fits = QOuterAttendFits(g);
+  const char* forced = std::getenv("MSA_GPU_ATTEND_KERNEL");
+  if (forced != nullptr) {
+    const std::string name = forced;
+    if (name == "kv-outer" && kv_outer_fits) return AttendKernel::kKvOuter;
+    if (name == "q-outer" && q_outer_fits) return AttendKernel::kQOuter;
+    if (name == "part1") return AttendKernel::kPart1;
+  }
+  const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(num_blocks, 1));
+  constexpr int64_t kFewQueryCtas = 512;  // ~4 CTAs per SM of an H100 / H200
+  if (kv_outer_fits && (queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas)) return AttendKernel::kKvOuter;
+  return q_outer_fits ? AttendKernel::kQOuter : AttendKernel::kPart1;
+}
+
 Status AttendImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                   const AttentionOutputs& outputs, const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
@@ -400,11 +422,32 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
   g.dv = int(dv);
   g.bk = config.block_size;
   g.top_k = int(top_k);
+  int64_t num_blocks = 0;  // blocks of all sequences; first_block[t]: those before the query's sequence
+  std::vector<int32_t> first_block(total_q);
+  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+    for (int64_t t = batch.cu_seqlens_q[b]; t < batch.cu_seqlens_q[b + 1]; ++t) first_block[t] = int32_t(num_blocks);
+    num_blocks += (batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b] + g.bk - 1) / g.bk;
+  }
+  const AttendKernel kernel = exact ? AttendKernel::kExact : ChooseAttendKernel(g, num_blocks);
+  KvOuterPlan plan;
+  DeviceBuffer<int32_t> d_first_block;
+  DeviceBuffer<unsigned char> workspace;
+  if (kernel == AttendKernel::kKvOuter) {
+    plan = PlanKvOuter(g, num_blocks, kChunkBudgetBytes);
+    MSA_RETURN_IF_ERROR(d_first_block.Allocate(total_q, "block offsets"));
+    MSA_RETURN_IF_ERROR(workspace.Allocate(int64_t(plan.bytes), "KV-outer lists and partial results"));
+    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_first_block.get(), first_block.data(), size_t(total_q) * 4,
+                                        cudaMemcpyHostToDevice));
+  }
   KernelTimer timer;
-  if (exact) {
+  if (kernel == AttendKernel::kExact) {
     MSA_CUDA_RETURN_IF_ERROR(ExactAttend(q.wide.get(), k.wide.get(), v.wide.get(), topk.get(), d_position.get(),
                                          d_key_begin.get(), g, config.SoftmaxScale(), out.get(), lse.get()));
-  } else if (QOuterAttendFits(g)) {
+  } else if (kernel == AttendKernel::kKvOuter) {
+    MSA_CUDA_RETURN_IF_ERROR(KvOuterAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
+                                           topk.get(), d_position.get(), d_key_begin.get(), d_first_block.get(), g,
+                                           float(config.SoftmaxScale()), plan, workspace.get(), out.get(), lse.get()));
+  } else if (kernel == AttendKernel::kQOuter) {
     MSA_CUDA_RETURN_IF_ERROR(QOuterAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
                                           topk.get(), d_position.get(), d_key_begin.get(), g,
                                           float(config.SoftmaxScale()), out.get(), lse.get()));

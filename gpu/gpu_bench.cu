@@ -1,12 +1,14 @@
 // gpu_bench: times the gpu backend's low-precision kernels on device-resident random inputs at M3 shapes
 // (Hq 64, Hkv = Hidx 4, D = Dv = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or
-// transfers: the index branch (BlockMaxScores), the top-k (RankTopK) and the main branch (QOuterAttend, as the
-// backend picks it), each with CUDA events, after a
-// warm-up, the median of the repetitions. Outputs are poisoned before every repetition and checked after
-// the last one (every selection row valid, no NaN left in out / lse). Prints one JSON object.
+// transfers: the index branch (BlockMaxScores), the top-k (RankTopK) and the main branch (KvOuterAttend, or
+// QOuterAttend with main=q-outer), each with CUDA events, after a warm-up, the median of the repetitions; the
+// KV-outer main branch is also captured in a CUDA graph and its replays timed. Outputs are poisoned before
+// every repetition and checked after the last one (every selection row valid, no NaN left in out / lse); with
+// KV-outer, the Q-outer kernel then recomputes the main branch and the largest difference is reported. Prints
+// one JSON object.
 //
-//   gpu_bench prefill N [reps]     one causal sequence of N tokens (q_len = k_len = N)
-//   gpu_bench decode L [reps]      one query (q_len 1) over L keys
+//   gpu_bench prefill N [reps] [main=...]                    one causal sequence of N tokens (q_len = k_len = N)
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...]  B sequences of L keys, each with Q queries (1)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,6 +28,7 @@ namespace {
 
 constexpr int kHq = 64, kHkv = 4, kDim = 128, kBk = 128, kTopK = 16;
 constexpr int64_t kChunkBudgetBytes = int64_t(8) << 30;  // block scores of one index chunk
+constexpr int64_t kMainBudgetBytes = int64_t(2) << 30;   // partial results of one KV-outer chunk (as the backend)
 
 #define BENCH_CHECK(expr)                                                                              \
   do {                                                                                                 \
@@ -49,16 +53,25 @@ __global__ void FillUniformBf16(uint16_t* dst, int64_t n, uint64_t seed) {
 }
 
 // Counts selection entries that break the contract (poison, id out of range, local block not last valid).
-__global__ void CountBadSelections(const int32_t* topk, int64_t total_q, int hidx, int top_k, int64_t pos0,
-                                   int bk, unsigned long long* bad) {
+__global__ void CountBadSelections(const int32_t* topk, int64_t total_q, int64_t q_len, int hidx, int top_k,
+                                   int64_t pos0, int bk, unsigned long long* bad) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (row >= total_q * hidx) return;
-  const int64_t t = row % total_q, pos = pos0 + t, local = pos / bk;
+  const int64_t t = row % total_q, pos = pos0 + t % q_len, local = pos / bk;
   const int32_t* sel = topk + row * top_k;
   const int64_t valid = local + 1 < top_k ? local + 1 : top_k;
   bool ok = sel[valid - 1] == local;
   for (int s = 0; s < top_k; ++s) ok = ok && (s < valid ? (sel[s] >= 0 && sel[s] <= local) : sel[s] == -1);
   if (!ok) atomicAdd(bad, 1ull);
+}
+
+// *max_bits = max(*max_bits, bits of |a[i] - b[i]| as a float) (non-negative floats order as their bits).
+__global__ void MaxAbsDiff(const double* a, const double* b, int64_t n, unsigned* max_bits) {
+  float local = 0.0f;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    local = fmaxf(local, float(fabs(a[i] - b[i])));
+  }
+  atomicMax(max_bits, __float_as_uint(local));
 }
 
 __global__ void CountNonFinite(const double* x, int64_t n, unsigned long long* bad) {
@@ -95,9 +108,9 @@ class PhaseTimer {
     BENCH_CHECK(cudaEventCreate(&start_));
     BENCH_CHECK(cudaEventCreate(&stop_));
   }
-  void Begin() { BENCH_CHECK(cudaEventRecord(start_)); }
-  void End() {
-    BENCH_CHECK(cudaEventRecord(stop_));
+  void Begin(cudaStream_t stream = nullptr) { BENCH_CHECK(cudaEventRecord(start_, stream)); }
+  void End(cudaStream_t stream = nullptr) {
+    BENCH_CHECK(cudaEventRecord(stop_, stream));
     BENCH_CHECK(cudaEventSynchronize(stop_));
     float ms = 0;
     BENCH_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
@@ -111,75 +124,109 @@ class PhaseTimer {
 };
 
 struct Result {
-  double index_ms = 0, topk_ms = 0, main_ms = 0;
+  double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
+  float out_diff_vs_qouter = -1, lse_diff_vs_qouter = -1;  // -1: not compared
   uint64_t bad_rows = 0, nonfinite = 0;
 };
 
-// One sequence of q_len queries, the causal suffix of k_len keys: index branch in chunks, top-k, main branch.
-Result Run(int64_t q_len, int64_t k_len, int reps) {
+// What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
+struct Shape {
+  int64_t q_len = 0, k_len = 0, batch = 1;
+  bool kv_outer = true;  // main branch: KvOuterAttend, else QOuterAttend
+};
+
+// The index branch (in chunks of one sequence), the top-k and the main branch; the main branch is also
+// captured once in a CUDA graph (kv-outer only) and its replays timed.
+Result Run(const Shape& shape, int reps) {
+  const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
+  const int64_t total_k = shape.batch * k_len;
   const int64_t pos0 = k_len - q_len, max_blocks = (k_len + kBk - 1) / kBk;
-  uint16_t* index_q = RandomBf16(q_len * kHkv * kDim, 1);   // [q_len, Hidx, Di]
-  uint16_t* index_k = RandomBf16(k_len * kDim, 2);          // [k_len, Di]
-  uint16_t* q = RandomBf16(q_len * kHq * kDim, 3);          // [q_len, Hq, D]
-  uint16_t* k = RandomBf16(k_len * kHkv * kDim, 4);         // [k_len, Hkv, D]
-  uint16_t* v = RandomBf16(k_len * kHkv * kDim, 5);         // [k_len, Hkv, Dv]
+  uint16_t* index_q = RandomBf16(total_q * kHkv * kDim, 1);   // [total_q, Hidx, Di]
+  uint16_t* index_k = RandomBf16(total_k * kDim, 2);          // [total_k, Di]
+  uint16_t* q = RandomBf16(total_q * kHq * kDim, 3);          // [total_q, Hq, D]
+  uint16_t* k = RandomBf16(total_k * kHkv * kDim, 4);         // [total_k, Hkv, D]
+  uint16_t* v = RandomBf16(total_k * kHkv * kDim, 5);         // [total_k, Hkv, Dv]
   const int64_t nq_chunk = std::min<int64_t>(q_len, kChunkBudgetBytes / (kHkv * max_blocks * 4));
   float* bs = Allocate<float>(nq_chunk * kHkv * max_blocks);  // [nq_chunk * Hidx, max_blocks]
-  int32_t* topk = Allocate<int32_t>(kHkv * q_len * kTopK);   // [Hidx, q_len, top_k]
-  double* out = Allocate<double>(q_len * kHq * kDim);        // [q_len, Hq, Dv]
-  double* lse = Allocate<double>(q_len * kHq);               // [q_len, Hq]
+  int32_t* topk = Allocate<int32_t>(kHkv * total_q * kTopK);  // [Hidx, total_q, top_k]
+  double* out = Allocate<double>(total_q * kHq * kDim);       // [total_q, Hq, Dv]
+  double* lse = Allocate<double>(total_q * kHq);              // [total_q, Hq]
   unsigned long long* flags = Allocate<unsigned long long>(3);  // bad index row, bad selections, NaNs
-  std::vector<int64_t> position(q_len), key_begin(q_len, 0);
-  for (int64_t t = 0; t < q_len; ++t) position[t] = pos0 + t;
-  int64_t* d_position = Allocate<int64_t>(q_len);
-  int64_t* d_key_begin = Allocate<int64_t>(q_len);
-  BENCH_CHECK(cudaMemcpy(d_position, position.data(), size_t(q_len) * 8, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaMemcpy(d_key_begin, key_begin.data(), size_t(q_len) * 8, cudaMemcpyHostToDevice));
-  BENCH_CHECK(cudaDeviceSynchronize());
+  std::vector<int64_t> position(total_q), key_begin(total_q);
+  std::vector<int32_t> first_block(total_q);
+  for (int64_t t = 0; t < total_q; ++t) {
+    position[t] = pos0 + t % q_len;
+    key_begin[t] = (t / q_len) * k_len;
+    first_block[t] = int32_t((t / q_len) * max_blocks);
+  }
+  int64_t* d_position = Allocate<int64_t>(total_q);
+  int64_t* d_key_begin = Allocate<int64_t>(total_q);
+  int32_t* d_first_block = Allocate<int32_t>(total_q);
+  BENCH_CHECK(cudaMemcpy(d_position, position.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_key_begin, key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_first_block, first_block.data(), size_t(total_q) * 4, cudaMemcpyHostToDevice));
 
   const float index_scale = 1.0f / std::sqrt(float(kDim)), scale = index_scale;
   AttendGeometry ag;
-  ag.total_q = q_len;
+  ag.total_q = total_q;
   ag.hq = kHq;
   ag.hkv = kHkv;
   ag.d = ag.dv = kDim;
   ag.bk = kBk;
   ag.top_k = kTopK;
+  const KvOuterPlan plan = PlanKvOuter(ag, shape.batch * max_blocks, kMainBudgetBytes);
+  if (shape.kv_outer && (!KvOuterAttendFits(ag) || !plan.ok)) {
+    std::fprintf(stderr, "gpu_bench: KvOuterAttend does not take this shape\n");
+    std::exit(1);
+  }
+  void* workspace = shape.kv_outer ? static_cast<void*>(Allocate<unsigned char>(int64_t(plan.bytes))) : nullptr;
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaDeviceSynchronize());
+  const auto main_branch = [&](cudaStream_t on) {
+    if (shape.kv_outer) {
+      BENCH_CHECK(KvOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, d_first_block, ag, scale, plan,
+                                workspace, out, lse, on));
+    } else {
+      BENCH_CHECK(QOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out, lse));
+    }
+  };
+  const auto poison_outputs = [&] {
+    BENCH_CHECK(cudaMemset(out, 0xff, size_t(total_q * kHq * kDim) * 8));  // NaN
+    BENCH_CHECK(cudaMemset(lse, 0xff, size_t(total_q * kHq) * 8));
+  };
   PhaseTimer index_timer, topk_timer, main_timer;
   std::vector<double> index_ms, topk_ms, main_ms;
   for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up
-    BENCH_CHECK(cudaMemset(topk, 0x7f, size_t(kHkv * q_len * kTopK) * 4));
-    BENCH_CHECK(cudaMemset(out, 0xff, size_t(q_len * kHq * kDim) * 8));  // NaN
-    BENCH_CHECK(cudaMemset(lse, 0xff, size_t(q_len * kHq) * 8));
+    BENCH_CHECK(cudaMemset(topk, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
+    poison_outputs();
     BENCH_CHECK(cudaMemset(flags, 0xff, 8));  // flags[0]: the first bad index row (none: all ones)
     BENCH_CHECK(cudaMemset(flags + 1, 0, 2 * 8));
-    for (int64_t c0 = 0; c0 < q_len; c0 += nq_chunk) {
-      ChunkGeometry g;
-      g.t0 = c0;
-      g.nq = std::min(nq_chunk, q_len - c0);
-      g.pos0 = pos0 + c0;
-      g.key_begin = 0;
-      g.k_len = k_len;
-      g.total_q = q_len;
-      g.hidx = kHkv;
-      g.di = kDim;
-      g.bk = kBk;
-      g.top_k = kTopK;
-      g.max_blocks = max_blocks;
-      BENCH_CHECK(cudaMemset(bs, 0xff, size_t(g.nq * kHkv * max_blocks) * 4));  // NaN: never ranked unwritten
-      index_timer.Begin();
-      BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs, flags));
-      index_timer.End();
-      topk_timer.Begin();
-      BENCH_CHECK(RankTopK(bs, g, topk));
-      topk_timer.End();
+    for (int64_t seq = 0; seq < shape.batch; ++seq) {
+      for (int64_t c0 = 0; c0 < q_len; c0 += nq_chunk) {
+        ChunkGeometry g;
+        g.t0 = seq * q_len + c0;
+        g.nq = std::min(nq_chunk, q_len - c0);
+        g.pos0 = pos0 + c0;
+        g.key_begin = seq * k_len;
+        g.k_len = k_len;
+        g.total_q = total_q;
+        g.hidx = kHkv;
+        g.di = kDim;
+        g.bk = kBk;
+        g.top_k = kTopK;
+        g.max_blocks = max_blocks;
+        BENCH_CHECK(cudaMemset(bs, 0xff, size_t(g.nq * kHkv * max_blocks) * 4));  // NaN: never ranked unwritten
+        index_timer.Begin();
+        BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs, flags));
+        index_timer.End();
+        topk_timer.Begin();
+        BENCH_CHECK(RankTopK(bs, g, topk));
+        topk_timer.End();
+      }
     }
     main_timer.Begin();
-    if (QOuterAttendFits(ag)) {
-      BENCH_CHECK(QOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out, lse));
-    } else {
-      BENCH_CHECK(LowpAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out, lse));
-    }
+    main_branch(nullptr);
     main_timer.End();
     const double i_ms = index_timer.TakeMs(), t_ms = topk_timer.TakeMs(), m_ms = main_timer.TakeMs();
     if (rep >= 0) {
@@ -192,10 +239,48 @@ Result Run(int64_t q_len, int64_t k_len, int reps) {
   result.index_ms = Median(index_ms);
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
-  const int64_t sel_rows = kHkv * q_len;
-  CountBadSelections<<<unsigned((sel_rows + 255) / 256), 256>>>(topk, q_len, kHkv, kTopK, pos0, kBk, flags + 1);
-  CountNonFinite<<<2048, 256>>>(out, q_len * kHq * kDim, flags + 2);
-  CountNonFinite<<<2048, 256>>>(lse, q_len * kHq, flags + 2);
+  if (shape.kv_outer) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    main_branch(stream);
+    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<double> graph_ms;
+    for (int rep = -1; rep < reps; ++rep) {
+      poison_outputs();
+      BENCH_CHECK(cudaDeviceSynchronize());
+      main_timer.Begin(stream);
+      BENCH_CHECK(cudaGraphLaunch(exec, stream));
+      main_timer.End(stream);
+      const double ms = main_timer.TakeMs();
+      if (rep >= 0) graph_ms.push_back(ms);
+    }
+    result.main_graph_ms = Median(graph_ms);
+    BENCH_CHECK(cudaGraphExecDestroy(exec));
+    BENCH_CHECK(cudaGraphDestroy(graph));
+  }
+  if (shape.kv_outer && QOuterAttendFits(ag)) {  // an independent kernel's answer on the same selection
+    double* out_q = Allocate<double>(total_q * kHq * kDim);
+    double* lse_q = Allocate<double>(total_q * kHq);
+    unsigned* diff_bits = Allocate<unsigned>(2);
+    BENCH_CHECK(cudaMemset(diff_bits, 0, 8));
+    BENCH_CHECK(QOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out_q, lse_q));
+    MaxAbsDiff<<<2048, 256>>>(out, out_q, total_q * kHq * kDim, diff_bits);
+    MaxAbsDiff<<<2048, 256>>>(lse, lse_q, total_q * kHq, diff_bits + 1);
+    unsigned host_bits[2];
+    BENCH_CHECK(cudaMemcpy(host_bits, diff_bits, 8, cudaMemcpyDeviceToHost));
+    std::memcpy(&result.out_diff_vs_qouter, &host_bits[0], 4);
+    std::memcpy(&result.lse_diff_vs_qouter, &host_bits[1], 4);
+    for (void* p : {static_cast<void*>(out_q), static_cast<void*>(lse_q), static_cast<void*>(diff_bits)}) {
+      BENCH_CHECK(cudaFree(p));
+    }
+  }
+  const int64_t sel_rows = kHkv * total_q;
+  CountBadSelections<<<unsigned((sel_rows + 255) / 256), 256>>>(topk, total_q, q_len, kHkv, kTopK, pos0, kBk,
+                                                               flags + 1);
+  CountNonFinite<<<2048, 256>>>(out, total_q * kHq * kDim, flags + 2);
+  CountNonFinite<<<2048, 256>>>(lse, total_q * kHq, flags + 2);
   BENCH_CHECK(cudaGetLastError());
   unsigned long long host_flags[3];
   BENCH_CHECK(cudaMemcpy(host_flags, flags, sizeof host_flags, cudaMemcpyDeviceToHost));
@@ -205,13 +290,16 @@ Result Run(int64_t q_len, int64_t k_len, int reps) {
   for (void* p : {static_cast<void*>(index_q), static_cast<void*>(index_k), static_cast<void*>(q),
                   static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(bs), static_cast<void*>(topk),
                   static_cast<void*>(out), static_cast<void*>(lse), static_cast<void*>(flags),
-                  static_cast<void*>(d_position), static_cast<void*>(d_key_begin)}) {
-    BENCH_CHECK(cudaFree(p));
+                  static_cast<void*>(d_position), static_cast<void*>(d_key_begin), static_cast<void*>(d_first_block),
+                  workspace}) {
+    if (p != nullptr) BENCH_CHECK(cudaFree(p));
   }
+  BENCH_CHECK(cudaStreamDestroy(stream));
   return result;
 }
 
-// Keys the main branch reads for query positions [pos0, pos0 + q_len): the selected blocks' visible keys.
+// Keys the main branch reads for one sequence's query positions [pos0, pos0 + q_len): the selected blocks'
+// visible keys.
 double SelectedKeys(int64_t q_len, int64_t pos0) {
   double sum = 0;
   for (int64_t t = 0; t < q_len; ++t) {
@@ -228,28 +316,52 @@ double SelectedKeys(int64_t q_len, int64_t pos0) {
 int main(int argc, char** argv) {
   using namespace msa::gpu;
   if (argc < 3) {
-    std::fprintf(stderr, "usage: gpu_bench prefill N [reps] | gpu_bench decode L [reps]\n");
+    std::fprintf(stderr,
+                 "usage: gpu_bench prefill N [reps] [main=kv-outer|q-outer]\n"
+                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer|q-outer]\n");
     return 2;
   }
   const std::string mode = argv[1];
   const int64_t n = std::atoll(argv[2]);
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool prefill = mode == "prefill";
-  const int64_t q_len = prefill ? n : 1, k_len = n;
-  const Result r = Run(q_len, k_len, reps);
-  const double keys = SelectedKeys(q_len, k_len - q_len);
+  Shape shape;
+  shape.q_len = prefill ? n : 1;
+  shape.k_len = n;
+  for (int i = 4; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg.rfind("batch=", 0) == 0) shape.batch = std::atoll(arg.c_str() + 6);
+    else if (arg.rfind("q_len=", 0) == 0) shape.q_len = std::atoll(arg.c_str() + 6);
+    else if (arg == "main=q-outer") shape.kv_outer = false;
+    else if (arg != "main=kv-outer") {
+      std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
+      return 2;
+    }
+  }
+  if (shape.batch < 1 || shape.q_len < 1 || shape.q_len > shape.k_len || (prefill && shape.batch != 1)) {
+    std::fprintf(stderr, "gpu_bench: need batch >= 1, 1 <= q_len <= N, and batch 1 for prefill\n");
+    return 2;
+  }
+  const Result r = Run(shape, reps);
+  const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
   // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
   // and group, 2 FLOPs each, half the square), main 4 * Hq * D * sum |S_t|.
-  const double index_flops = prefill ? double(kHkv) * kDim * double(n) * double(n) : 2.0 * kHkv * kDim * double(n);
+  const double index_flops = prefill ? double(kHkv) * kDim * double(n) * double(n)
+                                     : 2.0 * kHkv * kDim * double(n) * double(shape.q_len * shape.batch);
   const double main_flops = 4.0 * kHq * kDim * keys;
-  // Bytes a decode step must read: index keys, the index and main queries, K and V of the selected keys.
-  const double decode_bytes = double(k_len) * kDim * 2 + double(kHkv + kHq) * kDim * 2 + keys * kHkv * kDim * 2 * 2;
+  // Bytes a decode step must read: index keys, the index and main queries, K and V of the selected keys
+  // (counted once per query: the q_len queries of a sequence may share blocks).
+  const double decode_bytes =
+      double(shape.batch) * (double(n) * kDim * 2 + double(shape.q_len) * (kHkv + kHq) * kDim * 2) +
+      keys * kHkv * kDim * 2 * 2;
   std::printf(
-      "{\"mode\": \"%s\", \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, "
-      "\"main_ms\": %.4f, \"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
+      "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
+      "\"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, "
+      "\"out_diff_vs_qouter\": %.3e, \"lse_diff_vs_qouter\": %.3e, \"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
-      mode.c_str(), (long long)q_len, (long long)k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
-      r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
+      mode.c_str(), shape.kv_outer ? "kv-outer" : "q-outer", (long long)shape.batch, (long long)shape.q_len,
+      (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms,
+      r.out_diff_vs_qouter, r.lse_diff_vs_qouter, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
       (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }

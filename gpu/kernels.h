@@ -1,5 +1,6 @@
 // The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
-// Every launcher enqueues on the default stream and returns cudaGetLastError() after its launches.
+// Every launcher enqueues on the default stream (KvOuterAttend: on its `stream`) and returns cudaGetLastError()
+// after its launches.
 //
 // Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
 //   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
@@ -113,6 +114,28 @@ bool QOuterAttendFits(const AttendGeometry& g);
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          double* out, double* lse);
+// The main branch on tensor cores, KV-outer (kv_outer_attend.cu): the selection is inverted on the device into
+// per-(sequence, block, group) lists of the queries that chose the block; a tile of up to 64 (query, head) rows
+// loads the block's K and V once and writes one partial (m, l, O) per row, and a merge kernel combines each
+// row's partials by log-sum-exp in ascending block order. Queries go in chunks sized by the plan; the launches
+// are asynchronous on `stream` and never wait on the host, so they can be captured in a CUDA graph. Needs KvOuterAttendFits(g) (dims multiples
+// of 8 up to 128, block_size <= 128, group size <= 64, top_k <= 32).
+bool KvOuterAttendFits(const AttendGeometry& g);
+// The chunking and the workspace layout (byte offsets) of KvOuterAttend. num_blocks: sum over the batch's
+// sequences of ceil(k_len / block_size). ok is false when the lists would not fit 32-bit offsets.
+struct KvOuterPlan {
+  bool ok = false;
+  int qpc = 0;  // queries per tile: 64 / group size
+  int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
+  size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
+  size_t scan_temp_bytes = 0, bytes = 0;
+};
+KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes);
+// first_block [total_q]: the number of blocks of the sequences before the query's own (its bucket offset).
+cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                          const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                          double* out, double* lse, cudaStream_t stream = nullptr);
 // Largest head dim the low-precision kernels take.
 inline constexpr int kLowpMaxDim = 256;
 
