@@ -40,6 +40,7 @@ constexpr int kKeyPad = 128;            // keys of one block, zero-padded (block
 constexpr int kDimPad = 128;            // head dims, zero-padded
 constexpr int kStride = kDimPad + 8;    // halves per smem row: ldmatrix conflict-free
 constexpr int kCtasPerSm = 2;
+constexpr float kLog2e = 1.4426950408889634f;
 constexpr size_t kSmemBytes =
     size_t(kTileRows + 2 * kKeyPad) * kStride * 2 + kTileRows * (sizeof(int32_t) + sizeof(int64_t));
 
@@ -157,8 +158,13 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     const int row_h[2] = {warp * 16 + gid, warp * 16 + gid + 8};
     const bool warp_active = (warp * 16) / group < qpc && tile_entry[(warp * 16) / group] >= 0;
     int64_t pos_h[2];
+    int key_limit[2];  // a row sees the block's keys [0, key_limit): up to its position, at most nkeys
 #pragma unroll
-    for (int h = 0; h < 2; ++h) pos_h[h] = row_h[h] / group < qpc ? tile_pos[row_h[h] / group] : -1;
+    for (int h = 0; h < 2; ++h) {
+      pos_h[h] = row_h[h] / group < qpc ? tile_pos[row_h[h] / group] : -1;
+      const int64_t seen = pos_h[h] - key0 + 1;
+      key_limit[h] = int(seen < nkeys ? (seen < 0 ? 0 : seen) : nkeys);
+    }
 
     uint32_t pa[kKeyPad / 16][4];  // P in the storage format, A fragments per 16-key step
     float m_row[2] = {-INFINITY, -INFINITY}, l_row[2] = {0.0f, 0.0f};
@@ -186,15 +192,16 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int h = e / 2, key = nt * 8 + tig * 2 + (e & 1);
-          const bool visible = key < nkeys && key0 + key <= pos_h[h];
-          s[nt][e] = visible ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(s[nt][e], scale)) : -INFINITY;
+          s[nt][e] = key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(s[nt][e], scale)) : -INFINITY;
           m_row[h] = fmaxf(m_row[h], s[nt][e]);
         }
       }
+      float m_log2[2];  // exp(s - m) = exp2(s * log2(e) - m * log2(e)): one fma and one ex2 per score
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 1));
         m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 2));
+        m_log2[h] = m_row[h] * kLog2e;
       }
 #pragma unroll
       for (int kt = 0; kt < kKeyPad / 16; ++kt) {
@@ -203,7 +210,7 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
         for (int half = 0; half < 2; ++half) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
-            p[half][e] = expf(s[2 * kt + half][e] - m_row[e / 2]);
+            p[half][e] = exp2f(fmaf(s[2 * kt + half][e], kLog2e, -m_log2[e / 2]));
             l_row[e / 2] += p[half][e];
           }
         }
