@@ -16,7 +16,8 @@ namespace msa {
 struct CliStreams {
   std::ostream& out;
   std::ostream& err;
-  bool show_progress = false;  // a live progress line on err (set when stderr is a terminal)
+  bool show_progress = false;  // a live progress line on err (set when stderr is a terminal); without it,
+                               // `msa recall` prints one line per setup on err instead
 };
 
 int RunCli(const std::vector<std::string>& args, const CliStreams& streams);

@@ -198,8 +198,18 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   verdict->exact_bits = options.precision == Precision::kExact && options.exact_bits;
   const Locator locator(problem);
 
-  // The naive evaluation on the reference selection gives tau (from its block-score error).
-  NaiveOutputs naive = NaiveEvaluate(problem, options.precision, reference.topk_indices);
+  // The candidate's attention outputs, if any, are judged against expectations computed below; a candidate
+  // that supplies only a selection needs none of them (no naive attention, no reference attention).
+  const bool judges_attention = candidate.out || candidate.lse || candidate.index_lse;
+
+  // The naive evaluation on the reference selection gives tau (from its block-score error, which does not
+  // depend on the selection, so a selection-only judgement evaluates the block scores alone).
+  NaiveOutputs naive;
+  if (judges_attention) {
+    naive = NaiveEvaluate(problem, options.precision, reference.topk_indices);
+  } else {
+    naive.block_scores = NaiveBlockScores(problem, options.precision);
+  }
   double score_error = 0, max_score = 0;
   for (size_t i = 0; i < reference.block_scores.size(); ++i) {
     if (!std::isfinite(reference.block_scores[i])) continue;
@@ -236,15 +246,23 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   }
 
   // Attention is judged on the candidate's own selection when it is valid (a near-tie flip is then never an
-  // attention error), else on the reference selection.
-  const bool own_selection = selection_usable && *candidate.topk_indices != reference.topk_indices;
+  // attention error), else on the reference selection. The expectations are recomputed on the candidate's
+  // selection only for the tensors it supplies, and only when some row holds other blocks than the
+  // reference's: attention, index_lse and the naive evaluation read each row as a set, so a reordered row
+  // gives the reference's values.
+  const bool own_selection = selection_usable && judges_attention &&
+                             !SameBlockSets(*candidate.topk_indices, reference.topk_indices, c.top_k);
   verdict->attention_selection = selection_usable ? "candidate" : "reference";
   std::vector<double> expected_out = reference.out, expected_lse = reference.lse, expected_index_lse = reference.index_lse;
   if (own_selection) {
     const SelectionView view{candidate.topk_indices->data()};
-    const Backend& ref = *FindBackend("reference");
-    MSA_RETURN_IF_ERROR(ref.attend(c, problem.attention_inputs(), view, {expected_out.data(), expected_lse.data()}, {}));
-    MSA_RETURN_IF_ERROR(reference::IndexLseForSelection(c, problem.index_inputs(), view, expected_index_lse.data()));
+    if (candidate.out || candidate.lse) {
+      const Backend& ref = *FindBackend("reference");
+      MSA_RETURN_IF_ERROR(ref.attend(c, problem.attention_inputs(), view, {expected_out.data(), expected_lse.data()}, {}));
+    }
+    if (candidate.index_lse) {
+      MSA_RETURN_IF_ERROR(reference::IndexLseForSelection(c, problem.index_inputs(), view, expected_index_lse.data()));
+    }
     naive = NaiveEvaluate(problem, options.precision, *candidate.topk_indices);
   }
 

@@ -14,14 +14,35 @@ namespace {
 template <typename A>
 class NaiveEvaluator {
  public:
-  NaiveEvaluator(const Problem& problem, Precision precision)
+  // With `scores_only`, only the index inputs are rounded, for BlockScores (Evaluate must not be called).
+  NaiveEvaluator(const Problem& problem, Precision precision, bool scores_only = false)
       : problem_(problem), config_(problem.config), precision_(precision),
         places_(reference::PlaceQueries(problem.batch())) {
-    for (auto [tensor, widened] : {std::pair{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_},
-                                   {&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}}) {
+    std::vector<std::pair<const SafetensorsTensor*, std::vector<double>*>> tensors = {
+        {&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}};
+    if (!scores_only) tensors.insert(tensors.end(), {{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_}});
+    for (auto [tensor, widened] : tensors) {
       *widened = reference::Widen(ViewOf(*tensor));
-      for (double& value : *widened) value = Round(value);
+      // Each element is rounded on its own, so any split over threads gives the same values.
+      double* values = widened->data();
+      const int64_t size = int64_t(widened->size());
+#pragma omp parallel for schedule(static) if (size >= 65536)
+      for (int64_t i = 0; i < size; ++i) values[i] = Round(values[i]);
     }
+  }
+
+  // The block scores alone: the same values as Evaluate's, which do not depend on the selection.
+  std::vector<double> BlockScores() const {
+    const Config& c = config_;
+    const int64_t total_q = problem_.batch().total_q(), max_blocks = MaxBlocks(c, problem_.batch());
+    std::vector<double> block_scores(c.num_kv_heads * total_q * max_blocks, -std::numeric_limits<double>::infinity());
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t t = 0; t < total_q; ++t) {
+      for (int64_t r = 0; r < c.num_kv_heads; ++r) {
+        IndexRow(t, r, nullptr, &block_scores[(r * total_q + t) * max_blocks], nullptr);
+      }
+    }
+    return block_scores;
   }
 
   NaiveOutputs Evaluate(const std::vector<int32_t>& selection) const {
@@ -82,6 +103,7 @@ class NaiveEvaluator {
     return keys;
   }
 
+  // `row` and `index_lse` may both be null: the block scores only.
   void IndexRow(int64_t t, int64_t r, const int32_t* row, double* block_scores, double* index_lse) const {
     const Config& c = config_;
     const reference::QueryPlace& place = places_[t];
@@ -107,6 +129,7 @@ class NaiveEvaluator {
         }
       }
     }
+    if (index_lse == nullptr) return;  // BlockScores: no selection
     std::vector<double> selected;
     for (int64_t s : SelectedKeys(place.position, row)) selected.push_back(tokens[s]);
     *index_lse = LogSumExp(selected);
@@ -147,6 +170,11 @@ class NaiveEvaluator {
 NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection) {
   if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision).Evaluate(selection);
   return NaiveEvaluator<float>(problem, precision).Evaluate(selection);
+}
+
+std::vector<double> NaiveBlockScores(const Problem& problem, Precision precision) {
+  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, true).BlockScores();
+  return NaiveEvaluator<float>(problem, precision, true).BlockScores();
 }
 
 }  // namespace msa

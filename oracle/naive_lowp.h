@@ -28,6 +28,11 @@ struct NaiveOutputs {
 // Precondition: ValidateProblem passed; selection [Hidx, total_q, top_k] passes ValidateSelectionForAttend.
 NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection);
 
+// NaiveEvaluate's block_scores alone (they do not depend on the selection), bit for bit, without rounding
+// q, k, v or evaluating any attention: what a judge of a selection alone needs (tau).
+// Precondition: ValidateProblem passed.
+std::vector<double> NaiveBlockScores(const Problem& problem, Precision precision);
+
 }  // namespace msa
 
 #endif  // MSA_ORACLE_NAIVE_LOWP_H_

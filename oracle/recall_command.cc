@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -228,17 +229,44 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
 
   std::string backends;
   for (const Backend* backend : sweep.backends) backends += (backends.empty() ? "" : ", ") + std::string(backend->name);
-  streams.out << "msa recall: " << ExpandSweep(sweep).size() << " setups x backends " << backends
+  const std::vector<RecallSetup> setups = ExpandSweep(sweep);
+  // Flushed at once, so that a run stopped early (a timeout, a pipe) still shows what it was running.
+  streams.out << "msa recall: " << setups.size() << " setups x backends " << backends
               << " (reference exact, others " << PrecisionName(sweep.precision) << ")\n  " << CanonicalCommand(options)
-              << "\n";
-  std::vector<RecallPoint> points;
-  const auto progress = [&streams](int64_t done, int64_t total) {
-    if (streams.show_progress) streams.err << "\r  recall  " << done << "/" << total << " runs   " << std::flush;
+              << "\n" << std::flush;
+  // Progress: a live line on a terminal; otherwise one line per setup as it starts, with the time so far, so
+  // that a log cut short shows how far the sweep got and how long each setup takes.
+  const auto start = std::chrono::steady_clock::now();
+  const auto seconds_so_far = [start] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   };
+  const auto announce = [&](size_t index) {
+    if (streams.show_progress || index >= setups.size()) return;
+    const RecallSetup& setup = setups[index];
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds_so_far());
+    streams.err << "msa recall: setup " << index + 1 << "/" << setups.size() << " (context " << setup.context
+                << ", Bk " << setup.config.block_size << ", distance " << setup.distance << ", a "
+                << ShortNumber(setup.strength) << ", top_k " << setup.config.top_k << ", "
+                << PoolingName(setup.config.pooling) << ") at " << elapsed << " s" << std::endl;
+  };
+  const size_t runs_per_setup = sweep.backends.size();
+  std::vector<RecallPoint> points;
+  const auto progress = [&](int64_t done, int64_t total) {
+    if (streams.show_progress) streams.err << "\r  recall  " << done << "/" << total << " runs   " << std::flush;
+    if (size_t(done) % runs_per_setup == 0) announce(size_t(done) / runs_per_setup);
+  };
+  announce(0);
   if (Status status = RunRecallSweep(sweep, progress, &points); !status.ok()) {
     return CliFail(streams, status.message());
   }
-  if (streams.show_progress) streams.err << "\r" << std::string(40, ' ') << "\r" << std::flush;
+  if (streams.show_progress) {
+    streams.err << "\r" << std::string(40, ' ') << "\r" << std::flush;
+  } else {
+    char elapsed[32];
+    std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds_so_far());
+    streams.err << "msa recall: " << setups.size() << " setups done in " << elapsed << " s" << std::endl;
+  }
   streams.out << RecallTable(points);
   if (!options.out_dir.empty()) {
     std::vector<std::string> written;

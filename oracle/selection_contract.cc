@@ -50,4 +50,25 @@ Status CheckSelection(const Problem& problem, const std::vector<int32_t>& topk_i
   return Status::Ok();
 }
 
+bool SameBlockSets(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t top_k) {
+  if (a.size() != b.size()) return false;
+  if (a == b) return true;
+  if (top_k <= 0 || a.size() % size_t(top_k) != 0) return false;  // not rows of top_k slots
+  std::vector<int32_t> row_a(top_k), row_b(top_k);
+  for (size_t begin = 0; begin < a.size(); begin += size_t(top_k)) {
+    if (std::equal(&a[begin], &a[begin] + top_k, &b[begin])) continue;
+    row_a.assign(&a[begin], &a[begin] + top_k);
+    row_b.assign(&b[begin], &b[begin] + top_k);
+    const auto valid_a = std::find_if(row_a.begin(), row_a.end(), [](int32_t id) { return id < 0; });
+    const auto valid_b = std::find_if(row_b.begin(), row_b.end(), [](int32_t id) { return id < 0; });
+    if (valid_a - row_a.begin() != valid_b - row_b.begin()) return false;
+    std::sort(row_a.begin(), valid_a);
+    std::sort(row_b.begin(), valid_b);
+    std::sort(valid_a, row_a.end());
+    std::sort(valid_b, row_b.end());
+    if (row_a != row_b) return false;
+  }
+  return true;
+}
+
 }  // namespace msa

@@ -16,7 +16,14 @@ std::vector<QueryPlace> PlaceQueries(const Batch& batch) {
 }
 
 std::vector<double> Widen(const TensorView& view) {
-  std::vector<double> packed(view.rows * view.heads * view.dim);
+  const int64_t size = view.rows * view.heads * view.dim;
+  if (view.dtype == DType::kF64 && view.head_stride == view.dim && view.row_stride == view.heads * view.dim) {
+    const double* data = static_cast<const double*>(view.data);  // already packed doubles: a plain copy
+    return std::vector<double>(data, data + size);
+  }
+  std::vector<double> packed(size);
+  // Exact element copies (no arithmetic): any split over threads gives the same vector.
+#pragma omp parallel for schedule(static) if (size >= 65536)
   for (int64_t row = 0; row < view.rows; ++row) {
     for (int64_t head = 0; head < view.heads; ++head) {
       for (int64_t d = 0; d < view.dim; ++d) packed[(row * view.heads + head) * view.dim + d] = view.At(row, head, d);
