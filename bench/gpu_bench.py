@@ -4,12 +4,15 @@ Ceilings, measured in the same run: bf16 GEMM (torch.matmul, 8192^3) and device-
 read + written). Peers: torch SDPA dense causal GQA, and FlexAttention with a per-token block selection
 (local block + 15 random earlier blocks per (query, group), as /shared/anchors/h200_peers.py sets it up).
 Ours: gpu/gpu_bench (built from gpu/gpu_bench.cu), which times the index branch (block maxima), the top-k
-and the main branch of the gpu backend's bf16 mode separately on device-resident random inputs, and checks
-its outputs (every selection row valid, no NaN left after poisoning). Every time is the median of CUDA-event
+and the main branch (KV-outer; also timed as a replayed CUDA graph, and the Q-outer kernel as a second row at
+the --qouter lengths and the small decode shapes) of the gpu backend's bf16 mode separately on
+device-resident random inputs, and checks its outputs (every selection row valid, no NaN left after
+poisoning, the KV-outer output against the Q-outer kernel's where memory allows). Every time is the median of CUDA-event
 timed repetitions after a warm-up; inputs are random, never zeros.
 
 Usage: python3 bench/gpu_bench.py --bin BUILD/gpu/gpu_bench --out DIR [--prefill 32768,131072,1048576]
-         [--decode 4096,...] [--flex 32768,131072] [--sdpa 32768,131072,1048576] [--commit ID]
+         [--decode 4096,...] [--decode-batched 128x1x4096,...] [--qouter 32768,131072] [--flex 32768,131072]
+         [--sdpa 32768,131072,1048576] [--commit ID] [--deadline SECONDS]
 Writes DIR/gpu_bench_<date>.json and .md and prints the markdown.
 """
 import argparse

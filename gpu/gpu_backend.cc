@@ -1,7 +1,8 @@
 // The gpu backend's host side: support checks, packing the strided host views, uploads, the chunked launch
-// plan of the index branch, downloads. Kernels live in exact_kernels.cu, common_kernels.cu, index_kernels.cu and
-// attend_kernels.cu (the bf16/fp16 fast path), and lowp_kernels.cu (bf16/fp16 for the shapes the fast path
-// does not take: lse/mean pooling, dims past 128, top_k * block_size past shared memory).
+// plan of the index branch, the choice of main-branch kernel, downloads. Kernels live in exact_kernels.cu,
+// common_kernels.cu, index_kernels.cu, kv_outer_attend.cu and attend_kernels.cu (the bf16/fp16 fast path), and
+// lowp_kernels.cu (bf16/fp16 for the shapes the fast path does not take: lse/mean pooling, dims past 128,
+// top_k * block_size past shared memory).
 #include "gpu/gpu_backend.h"
 
 #include <algorithm>

@@ -360,11 +360,12 @@ int main(int argc, char** argv) {
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, "
-      "\"out_diff_vs_qouter\": %.3e, \"lse_diff_vs_qouter\": %.3e, \"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
+      "\"out_diff_vs_qouter\": %.3e, \"lse_diff_vs_qouter\": %.3e, \"total_ms\": %.4f, \"index_flops\": %.6e, "
+      "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
       mode.c_str(), shape.kv_outer ? "kv-outer" : "q-outer", (long long)shape.batch, (long long)shape.q_len,
       (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms,
-      r.out_diff_vs_qouter, r.lse_diff_vs_qouter, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite);
+      r.out_diff_vs_qouter, r.lse_diff_vs_qouter, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops,
+      decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }

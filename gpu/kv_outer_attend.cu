@@ -133,8 +133,8 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
       const int row = e / (kDimPad / 8), piece = e % (kDimPad / 8), qi = row / group;
       const bool valid = qi < qpc && tile_entry[qi] >= 0 && piece * 8 < g.d;
       const int64_t t = valid ? t0 + tile_entry[qi] / g.top_k : 0;
-      CopyAsync16(qs + row * kStride + piece * 8, q + (valid ? (t * g.hq + r * group + row % group) * g.d + piece * 8 : 0),
-                  valid);
+      CopyAsync16(qs + row * kStride + piece * 8,
+                  q + (valid ? (t * g.hq + r * group + row % group) * g.d + piece * 8 : 0), valid);
     }
     for (int e = tid; e < kKeyPad * (kDimPad / 8); e += blockDim.x) {  // K of the block's visible keys
       const int key = e / (kDimPad / 8), piece = e % (kDimPad / 8);
@@ -252,7 +252,9 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
         float* dst = part_o + part * g.dv;
 #pragma unroll
         for (int i = 0; i < kDimPad / 8; ++i) {
-          if (i * 8 < g.dv) *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
+          if (i * 8 < g.dv) {
+            *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[i][2 * h], o[i][2 * h + 1]);
+          }
         }
         if (tig == 0) part_ml[part] = make_float2(m_row[h], l_row[h]);
       }
@@ -307,7 +309,8 @@ __global__ void MergeKernel(const int32_t* topk, AttendGeometry g, int64_t t0, i
 
 int SmCount() {
   int device = 0, sms = 1;
-  if (cudaGetDevice(&device) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
     cudaGetLastError();
     return 1;
   }
@@ -382,14 +385,15 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
     if ((err = cudaMemsetAsync(cursor, 0, size_t(plan.num_buckets) * 4, stream)) != cudaSuccess) return err;
     if ((err = cudaMemsetAsync(entries, 0xff, size_t(plan.max_entries) * 4, stream)) != cudaSuccess) return err;
     CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, counts);
-    RoundUpToTilesKernel<<<unsigned((plan.num_buckets + 255) / 256), 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
+    const unsigned bucket_grid = unsigned((plan.num_buckets + 255) / 256);
+    RoundUpToTilesKernel<<<bucket_grid, 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
     size_t scan_bytes = plan.scan_temp_bytes;
     if ((err = cub::DeviceScan::ExclusiveSum(base + plan.scan_temp, scan_bytes, counts, offsets,
                                              plan.num_buckets + 1, stream)) != cudaSuccess) {
       return err;
     }
-    FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor, entries,
-                                          tile_block);
+    FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor,
+                                                     entries, tile_block);
     tile_kernel<<<tile_grid, kWarps * 32, kSmemBytes, stream>>>(q, k, v, position, key_begin, g, scale, t0, offsets,
                                                         plan.num_buckets, entries, tile_block, part_o, part_ml);
     const int64_t rows = nq * g.hq;

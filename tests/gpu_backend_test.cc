@@ -136,10 +136,12 @@ TEST(GpuBackend, LowPrecisionPassesTheOracleRulesOnEveryCase) {
   ExpectLowPrecisionPassesTheOracleRules(AllCases(), "canonical and large cases");
 }
 
-// Shapes whose main branch the query-outer kernel declines: QOuterAttendFits (gpu/attend_kernels.cu) is false,
-// so AttendImpl (gpu/gpu_backend.cc) takes the part-1 kernel LowpAttend (gpu/lowp_kernels.cu). One case per
-// reason QOuterAttendFits gives, which also reach each of LowpAttend's register tilings (kDvTiles 4, 16, 32 for
-// Dv up to 32, 128, 256). None of the canonical or large cases gets here: their dims are multiples of 8 up to
+// Shapes whose main branch both tensor-core kernels decline: KvOuterAttendFits (gpu/kv_outer_attend.cu) and
+// QOuterAttendFits (gpu/attend_kernels.cu) are false, so ChooseAttendKernel (gpu/gpu_backend.cc) takes the
+// part-1 kernel LowpAttend (gpu/lowp_kernels.cu). (device_check.sh also forces each kernel over the whole
+// suite with MSA_GPU_ATTEND_KERNEL.) One case per reason QOuterAttendFits gives (KV-outer declines each too:
+// dims past 128 or not multiples of 8, top_k past 32), which also reach each of LowpAttend's register tilings
+// (kDvTiles 4, 16, 32 for Dv up to 32, 128, 256). None of the canonical or large cases gets here: their dims are multiples of 8 up to
 // 128 and their top_k * Bk at most 16 * 128 keys.
 std::vector<TestCase> LowpAttendCases() {
   std::vector<TestCase> cases;
