@@ -264,8 +264,9 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
 }
 // docs:end gpu-kv-outer-tile
 
-// One warp per (chunk query, head): the row's partials merged in ascending block order; lane l owns value dims
-// 4l..4l+3.
+// docs:begin gpu-kv-outer-merge
+// Merge: one warp per (chunk query, head); the row's partials merged in ascending block order; lane l owns
+// value dims 4l..4l+3.
 __global__ void MergeKernel(const int32_t* topk, AttendGeometry g, int64_t t0, int64_t nq, const float* part_o,
                             const float2* part_ml, double* out, double* lse) {
   const int lane = threadIdx.x % 32;
@@ -306,6 +307,7 @@ __global__ void MergeKernel(const int32_t* topk, AttendGeometry g, int64_t t0, i
   }
   if (lane == 0) lse[t * g.hq + head] = double(m + logf(l));
 }
+// docs:end gpu-kv-outer-merge
 
 int SmCount() {
   int device = 0, sms = 1;

@@ -1,6 +1,7 @@
 #include "oracle/recall_study.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "oracle/random.h"
@@ -69,7 +70,12 @@ Status ValidateRecallSetup(const RecallSetup& setup) {
                     " with several needles, so needles of different queries never share a key");
   }
   if (setup.distractors < 0) return fail("--distractors", setup.distractors, "must be at least 0");
-  const int64_t available = int64_t(DistractorCandidates(setup, first_position).size());
+  // Every query needs that many candidates; later queries see more blocks, but their needles can split into
+  // more blocks than the first query's, so each position counts.
+  int64_t available = std::numeric_limits<int64_t>::max();
+  for (int64_t position = first_position; position < setup.context; ++position) {
+    available = std::min(available, int64_t(DistractorCandidates(setup, position).size()));
+  }
   if (setup.distractors > available) {
     return fail("--distractors", setup.distractors,
                 "exceeds the " + std::to_string(available) + " history blocks free of needles and forced blocks");

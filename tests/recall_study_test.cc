@@ -156,6 +156,31 @@ TEST(RecallStudy, RecallFallsWeaklyAsTheStrengthFallsAtFixedSeeds) {
   }
 }
 
+// Hand-worked: Bk 4, one init block, context 10, queries at positions 8 and 9, one needle 5 back. Position 8
+// (local block 2) has history block 1 free (its needle, at key 3, is in the forced block 0); position 9's
+// needle, at key 4, sits in block 1, so that query has no free block. One distractor per query cannot be
+// planted, though the first query alone would allow it (planting it divided by zero before this check).
+TEST(RecallStudy, DistractorRoomIsCountedAtEveryQueryPosition) {
+  RecallSetup setup;
+  setup.config.num_q_heads = 2;
+  setup.config.num_kv_heads = 1;
+  setup.config.head_dim = setup.config.value_dim = setup.config.index_head_dim = 8;
+  setup.config.block_size = 4;
+  setup.config.top_k = 2;
+  setup.config.init_blocks = 1;
+  setup.context = 10;
+  setup.queries = 2;
+  setup.sequences = 1;
+  setup.distance = 5;
+  setup.distractors = 0;
+  EXPECT_TRUE(ValidateRecallSetup(setup).ok());
+  setup.distractors = 1;
+  const Status status = ValidateRecallSetup(setup);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("--distractors"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("exceeds the 0 history blocks"), std::string::npos) << status.message();
+}
+
 // A backend that ignores the scores (every block ties, so the lowest ids win) must be caught.
 Status SelectLowestIds(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                        const ProgressFn&) {
