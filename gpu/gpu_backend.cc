@@ -359,23 +359,33 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
 // The main-branch kernel of a shape (gpu/kernels.h). KV-outer pays off when blocks are shared: on average at
 // least 2 queries per (sequence, block, group), or too few queries for the Q-outer grid to fill the device
-// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks).
+// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks); a
+// forced kernel that does not fit the shape leaves the choice to the rule, and any other value is refused.
 enum class AttendKernel { kExact, kKvOuter, kQOuter, kPart1 };
 
-AttendKernel ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks) {
+Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKernel* kernel) {
   const bool kv_outer_fits = KvOuterAttendFits(g) && PlanKvOuter(g, num_blocks, kChunkBudgetBytes).ok;
   const bool q_outer_fits = QOuterAttendFits(g);
-  const char* forced = std::getenv("MSA_GPU_ATTEND_KERNEL");
-  if (forced != nullptr) {
+  if (const char* forced = std::getenv("MSA_GPU_ATTEND_KERNEL"); forced != nullptr && *forced != '\0') {
     const std::string name = forced;
-    if (name == "kv-outer" && kv_outer_fits) return AttendKernel::kKvOuter;
-    if (name == "q-outer" && q_outer_fits) return AttendKernel::kQOuter;
-    if (name == "part1") return AttendKernel::kPart1;
+    if (name != "kv-outer" && name != "q-outer" && name != "part1") {
+      return InvalidArgument("MSA_GPU_ATTEND_KERNEL is \"" + name + "\": expected kv-outer, q-outer or part1 (or unset)");
+    }
+    const bool fits = name == "part1" || (name == "kv-outer" ? kv_outer_fits : q_outer_fits);
+    if (fits) {
+      *kernel = name == "kv-outer" ? AttendKernel::kKvOuter : name == "q-outer" ? AttendKernel::kQOuter
+                                                                                  : AttendKernel::kPart1;
+      return Status::Ok();
+    }
   }
   const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(num_blocks, 1));
   constexpr int64_t kFewQueryCtas = 512;  // ~4 CTAs per SM of an H100 / H200
-  if (kv_outer_fits && (queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas)) return AttendKernel::kKvOuter;
-  return q_outer_fits ? AttendKernel::kQOuter : AttendKernel::kPart1;
+  if (kv_outer_fits && (queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas)) {
+    *kernel = AttendKernel::kKvOuter;
+  } else {
+    *kernel = q_outer_fits ? AttendKernel::kQOuter : AttendKernel::kPart1;
+  }
+  return Status::Ok();
 }
 
 Status AttendImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
@@ -429,7 +439,8 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
     for (int64_t t = batch.cu_seqlens_q[b]; t < batch.cu_seqlens_q[b + 1]; ++t) first_block[t] = int32_t(num_blocks);
     num_blocks += (batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b] + g.bk - 1) / g.bk;
   }
-  const AttendKernel kernel = exact ? AttendKernel::kExact : ChooseAttendKernel(g, num_blocks);
+  AttendKernel kernel = AttendKernel::kExact;
+  if (!exact) MSA_RETURN_IF_ERROR(ChooseAttendKernel(g, num_blocks, &kernel));
   KvOuterPlan plan;
   DeviceBuffer<int32_t> d_first_block;
   DeviceBuffer<unsigned char> workspace;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
@@ -302,6 +303,26 @@ TEST(GpuBackend, LowPrecisionSelectionEqualsTheReferenceOnExactlyTiedBlockMaxima
                   static_cast<long long>(ties.tie_decided_rows));
     }
   }
+}
+
+// MSA_GPU_ATTEND_KERNEL (gpu_backend.cc ChooseAttendKernel) with a misspelt value is refused with the value
+// named, not silently ignored; the variable's earlier value (device_check.sh may set it) is restored.
+TEST(GpuBackend, AnUnknownForcedAttendKernelIsRefused) {
+  MSA_REQUIRE_GPU();
+  const char* earlier = std::getenv("MSA_GPU_ATTEND_KERNEL");
+  const std::string saved = earlier != nullptr ? earlier : "";
+  Problem problem = GenerateProblem(AllCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  ASSERT_EQ(setenv("MSA_GPU_ATTEND_KERNEL", "kv_outer", 1), 0);
+  Outputs gpu;
+  const Status status = RunBackend(*Gpu(), problem, &gpu);
+  if (earlier != nullptr) {
+    setenv("MSA_GPU_ATTEND_KERNEL", saved.c_str(), 1);
+  } else {
+    unsetenv("MSA_GPU_ATTEND_KERNEL");
+  }
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("\"kv_outer\""), std::string::npos) << status.message();
 }
 
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
