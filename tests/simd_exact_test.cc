@@ -33,6 +33,7 @@
 #include "simd/exact.h"
 #include "simd/simd_backend.h"
 #include "tests/arbitrary.h"
+#include "tests/simd_targets.h"
 
 namespace msa {
 namespace {
@@ -43,19 +44,6 @@ using exp_log_internal::ToBits;
 constexpr int kThreadCounts[] = {1, 2, 7};
 
 // ---- targets -----------------------------------------------------------------------------------------------
-
-// Every target compiled into the backend, best first.
-std::vector<int64_t> CompiledTargetList() {
-  std::vector<int64_t> targets;
-  for (int64_t bits = simd::CompiledTargets(); bits != 0; bits &= bits - 1) targets.push_back(bits & -bits);
-  return targets;
-}
-
-// What the CPU supports, without any test mock.
-int64_t CpuTargets() {
-  hwy::SetSupportedTargetsForTest(0);
-  return hwy::SupportedTargets();
-}
 
 std::set<int64_t>& TargetsRun() {
   static std::set<int64_t> targets;
@@ -77,18 +65,15 @@ class TargetReport : public testing::Environment {
     for (int64_t target : CompiledTargetList()) ((cpu & target) ? ran : skipped).push_back(target);
     std::vector<int64_t> ran_here(TargetsRun().begin(), TargetsRun().end());
     std::cout << "[ simd     ] compiled targets: " << Names(CompiledTargetList()) << "; ran: " << Names(ran_here)
-              << "; skipped (not supported by this CPU): " << Names(skipped) << "\n";
+              << "; not tested (not supported by this CPU): " << Names(skipped) << "\n";
   }
 };
 [[maybe_unused]] const testing::Environment* const kTargetReport = testing::AddGlobalTestEnvironment(new TargetReport);
 
-// A test run once per compiled target, with that target forced.
+// A test run once per compiled target this CPU runs, with that target forced.
 class SimdTarget : public testing::TestWithParam<int64_t> {
  protected:
   void SetUp() override {
-    if ((CpuTargets() & GetParam()) == 0) {
-      GTEST_SKIP() << "this CPU does not support target " << simd::TargetName(GetParam());
-    }
     hwy::SetSupportedTargetsForTest(GetParam());
     TargetsRun().insert(GetParam());
   }
@@ -102,7 +87,7 @@ class SimdTarget : public testing::TestWithParam<int64_t> {
 
 std::string TargetParamName(const testing::TestParamInfo<int64_t>& info) { return simd::TargetName(info.param); }
 
-INSTANTIATE_TEST_SUITE_P(EveryCompiledTarget, SimdTarget, testing::ValuesIn(CompiledTargetList()), TargetParamName);
+INSTANTIATE_TEST_SUITE_P(EveryCompiledTarget, SimdTarget, testing::ValuesIn(RunnableTargetList()), TargetParamName);
 
 // ---- inputs for exp and log --------------------------------------------------------------------------------
 
@@ -449,8 +434,7 @@ TEST(SimdDispatch, TheForcedTargetIsTheOneThatRuns) {
   const Problem problem = GenerateProblem(OverflowSpec(Pooling::kLse));
   const int64_t cpu = CpuTargets();
   std::set<int64_t> seen;
-  for (int64_t target : CompiledTargetList()) {
-    if ((cpu & target) == 0) continue;
+  for (int64_t target : RunnableTargetList()) {
     hwy::SetSupportedTargetsForTest(target);
     EXPECT_EQ(simd::BestAvailableTarget(), target);
     Outputs outputs;

@@ -28,6 +28,7 @@
 #include "oracle/cases.h"
 #include "oracle/compare.h"
 #include "oracle/problem.h"
+#include "tests/simd_targets.h"
 #include "oracle/random.h"
 #include "reference/reference.h"
 #include "simd/fast.h"
@@ -109,12 +110,6 @@ int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) 
 
 // ---- every canonical case on every compiled target ----------------------------------------------------------
 
-std::vector<int64_t> CompiledTargetList() {
-  std::vector<int64_t> targets;
-  for (int64_t bits = simd::CompiledTargets(); bits != 0; bits &= bits - 1) targets.push_back(bits & -bits);
-  return targets;
-}
-
 struct TargetCase {
   int64_t target;
   TestCase test_case;
@@ -134,7 +129,7 @@ std::vector<TestCase> TargetTestCases() {
 
 std::vector<TargetCase> AllTargetCases() {
   std::vector<TargetCase> cases;
-  for (int64_t target : CompiledTargetList()) {
+  for (int64_t target : RunnableTargetList()) {
     for (const TestCase& test_case : TargetTestCases()) {
       cases.push_back({target, test_case, simd::TargetName(target) + "_" + test_case.name});
     }
@@ -145,10 +140,6 @@ std::vector<TargetCase> AllTargetCases() {
 class FastOnEveryTarget : public testing::TestWithParam<TargetCase> {
  protected:
   void SetUp() override {
-    hwy::SetSupportedTargetsForTest(0);
-    if ((hwy::SupportedTargets() & GetParam().target) == 0) {
-      GTEST_SKIP() << "this CPU lacks target " << simd::TargetName(GetParam().target);
-    }
     hwy::SetSupportedTargetsForTest(GetParam().target);
   }
   void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
