@@ -359,22 +359,28 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
 // The main-branch kernel of a shape (gpu/kernels.h). KV-outer pays off when blocks are shared: on average at
 // least 2 queries per (sequence, block, group), or too few queries for the Q-outer grid to fill the device
-// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks); a
-// forced kernel that does not fit the shape leaves the choice to the rule, and any other value is refused.
-enum class AttendKernel { kExact, kKvOuter, kQOuter, kPart1 };
+// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks), and
+// kv-outer-wgmma takes KV-outer with the Hopper wgmma tiles (KvOuterAttendWgmma, sm_90 only; never chosen
+// unforced until it has been measured); a forced kernel that does not fit the shape (or the device) leaves the
+// choice to the rule, and any other value is refused.
+enum class AttendKernel { kExact, kKvOuter, kKvOuterWgmma, kQOuter, kPart1 };
 
 Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKernel* kernel) {
   const bool kv_outer_fits = KvOuterAttendFits(g) && PlanKvOuter(g, num_blocks, kChunkBudgetBytes).ok;
   const bool q_outer_fits = QOuterAttendFits(g);
   if (const char* forced = std::getenv("MSA_GPU_ATTEND_KERNEL"); forced != nullptr && *forced != '\0') {
     const std::string name = forced;
-    if (name != "kv-outer" && name != "q-outer" && name != "part1") {
-      return InvalidArgument("MSA_GPU_ATTEND_KERNEL is \"" + name + "\": expected kv-outer, q-outer or part1 (or unset)");
+    if (name != "kv-outer" && name != "kv-outer-wgmma" && name != "q-outer" && name != "part1") {
+      return InvalidArgument("MSA_GPU_ATTEND_KERNEL is \"" + name +
+                             "\": expected kv-outer, kv-outer-wgmma, q-outer or part1 (or unset)");
     }
-    const bool fits = name == "part1" || (name == "kv-outer" ? kv_outer_fits : q_outer_fits);
+    const bool fits = name == "part1" || (name == "q-outer" && q_outer_fits) || (name == "kv-outer" && kv_outer_fits) ||
+                      (name == "kv-outer-wgmma" && kv_outer_fits && KvOuterWgmmaFits(g));
     if (fits) {
-      *kernel = name == "kv-outer" ? AttendKernel::kKvOuter : name == "q-outer" ? AttendKernel::kQOuter
-                                                                                  : AttendKernel::kPart1;
+      *kernel = name == "kv-outer"         ? AttendKernel::kKvOuter
+                : name == "kv-outer-wgmma" ? AttendKernel::kKvOuterWgmma
+                : name == "q-outer"        ? AttendKernel::kQOuter
+                                           : AttendKernel::kPart1;
       return Status::Ok();
     }
   }
@@ -444,7 +450,7 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
   KvOuterPlan plan;
   DeviceBuffer<int32_t> d_first_block;
   DeviceBuffer<unsigned char> workspace;
-  if (kernel == AttendKernel::kKvOuter) {
+  if (kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma) {
     plan = PlanKvOuter(g, num_blocks, kChunkBudgetBytes);
     MSA_RETURN_IF_ERROR(d_first_block.Allocate(total_q, "block offsets"));
     MSA_RETURN_IF_ERROR(workspace.Allocate(int64_t(plan.bytes), "KV-outer lists and partial results"));
@@ -459,6 +465,11 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
     MSA_CUDA_RETURN_IF_ERROR(KvOuterAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
                                            topk.get(), d_position.get(), d_key_begin.get(), d_first_block.get(), g,
                                            float(config.SoftmaxScale()), plan, workspace.get(), out.get(), lse.get()));
+  } else if (kernel == AttendKernel::kKvOuterWgmma) {
+    MSA_CUDA_RETURN_IF_ERROR(KvOuterAttendWgmma(LowpCode(config.precision), q.narrow.get(), k.narrow.get(),
+                                                v.narrow.get(), topk.get(), d_position.get(), d_key_begin.get(),
+                                                d_first_block.get(), g, float(config.SoftmaxScale()), plan,
+                                                workspace.get(), out.get(), lse.get()));
   } else if (kernel == AttendKernel::kQOuter) {
     MSA_CUDA_RETURN_IF_ERROR(QOuterAttend(LowpCode(config.precision), q.narrow.get(), k.narrow.get(), v.narrow.get(),
                                           topk.get(), d_position.get(), d_key_begin.get(), g,

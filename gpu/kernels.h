@@ -136,6 +136,17 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                           double* out, double* lse, cudaStream_t stream = nullptr);
+// The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only; UNTESTED on a GPU so far): the lists,
+// the plan (PlanKvOuter), the partial results and the merge are KvOuterAttend's, the tile kernel runs one warpgroup
+// per 64-row tile on wgmma.mma_async (S = Q K^T and O = P V, P from registers) with K and V kept in shared memory
+// across the consecutive tiles of one (sequence, block, group). Same rounding points as KvOuterAttend. Needs
+// KvOuterWgmmaFits(g): KvOuterAttendFits(g) and a compute capability 9.0 device; returns cudaErrorNotSupported
+// otherwise (nothing enqueued).
+bool KvOuterWgmmaFits(const AttendGeometry& g);
+cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                               const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                               const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                               double* out, double* lse, cudaStream_t stream = nullptr);
 // Largest head dim the low-precision kernels take.
 inline constexpr int kLowpMaxDim = 256;
 

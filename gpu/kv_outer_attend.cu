@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "gpu/kernels.h"
+#include "gpu/kv_outer.h"
 #include "gpu/mma.cuh"
 
 namespace msa::gpu {
@@ -309,16 +310,6 @@ __global__ void MergeKernel(const int32_t* topk, AttendGeometry g, int64_t t0, i
 }
 // docs:end gpu-kv-outer-merge
 
-int SmCount() {
-  int device = 0, sms = 1;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return sms;
-}
-
 size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
@@ -362,10 +353,38 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   return plan;
 }
 
-cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+namespace {
+
+cudaError_t PrepareMmaTiles(int lowp) {
+  const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
+  return cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+}
+
+cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t stream) {
+  const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
+  const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(kv_outer::SmCount()) * kCtasPerSm));
+  tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.t0,
+                                                         l.offsets, l.num_buckets, l.entries, l.tile_block,
+                                                         l.part_o, l.part_ml);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+int kv_outer::SmCount() {
+  int device = 0, sms = 1;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 1;
+  }
+  return sms;
+}
+
+cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                          double* out, double* lse, cudaStream_t stream) {
+                          double* out, double* lse, cudaStream_t stream, const TileLauncher& tiles) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* counts = reinterpret_cast<int32_t*>(base + plan.counts);
@@ -375,10 +394,23 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
   int2* tile_block = reinterpret_cast<int2*>(base + plan.tile_block);
   float* part_o = reinterpret_cast<float*>(base + plan.part_o);
   float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
-  const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
-  cudaError_t err = cudaFuncSetAttribute(tile_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
+  cudaError_t err = tiles.prepare(lowp);
   if (err != cudaSuccess) return err;
-  const unsigned tile_grid = unsigned(std::min<int64_t>(plan.max_tiles, int64_t(SmCount()) * kCtasPerSm));
+  TileLists lists;
+  lists.q = q;
+  lists.k = k;
+  lists.v = v;
+  lists.position = position;
+  lists.key_begin = key_begin;
+  lists.g = g;
+  lists.scale = scale;
+  lists.offsets = offsets;
+  lists.num_buckets = plan.num_buckets;
+  lists.entries = entries;
+  lists.tile_block = tile_block;
+  lists.part_o = part_o;
+  lists.part_ml = part_ml;
+  lists.max_tiles = plan.max_tiles;
   for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
     const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
     const int64_t pairs = nq * g.hkv * g.top_k;
@@ -396,13 +428,22 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
     }
     FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor,
                                                      entries, tile_block);
-    tile_kernel<<<tile_grid, kWarps * 32, kSmemBytes, stream>>>(q, k, v, position, key_begin, g, scale, t0, offsets,
-                                                        plan.num_buckets, entries, tile_block, part_o, part_ml);
+    if ((err = cudaGetLastError()) != cudaSuccess) return err;
+    lists.t0 = t0;
+    if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
     MergeKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, g, t0, nq, part_o, part_ml, out, lse);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
+}
+
+cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                          const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                          double* out, double* lse, cudaStream_t stream) {
+  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles});
 }
 
 }  // namespace msa::gpu

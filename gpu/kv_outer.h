@@ -1,0 +1,53 @@
+// The part of the KV-outer main branch (gpu/kv_outer_attend.cu) that its tile kernels share: the per-chunk list
+// building (CountPairs, ExclusiveSum, FillEntries), the merge, and the chunk loop around them, with the tile
+// kernel passed in. KvOuterAttend (mma.sync tiles, kv_outer_attend.cu) and KvOuterAttendWgmma (wgmma tiles,
+// kv_outer_wgmma.cu) are both this loop with their own TileLauncher. Internal to gpu/; not a public interface.
+#ifndef MSA_GPU_KV_OUTER_H_
+#define MSA_GPU_KV_OUTER_H_
+
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "gpu/kernels.h"
+
+namespace msa::gpu::kv_outer {
+
+// One chunk's inputs and lists, as a tile kernel reads them (passed by value to the kernel).
+struct TileLists {
+  const uint16_t* q = nullptr;  // [total_q, Hq, D]
+  const uint16_t* k = nullptr;  // [total_k, Hkv, D]
+  const uint16_t* v = nullptr;  // [total_k, Hkv, Dv]
+  const int64_t* position = nullptr;   // [total_q]
+  const int64_t* key_begin = nullptr;  // [total_q]
+  AttendGeometry g;
+  float scale = 0;
+  int64_t t0 = 0;                    // first query of the chunk
+  const int32_t* offsets = nullptr;  // [num_buckets + 1]: offsets[num_buckets] / qpc = the chunk's tiles
+  int64_t num_buckets = 0;
+  const int32_t* entries = nullptr;  // [max_entries]: (t - t0) * top_k + slot, -1 for padding
+  const int2* tile_block = nullptr;  // [max_tiles]: (group, block id) of each tile
+  float* part_o = nullptr;           // [chunk_q, Hq, top_k, Dv]
+  float2* part_ml = nullptr;         // [chunk_q, Hq, top_k]: (m_b, l_b)
+  int64_t max_tiles = 0;             // upper bound on the chunk's tiles (grid sizing)
+};
+
+// A tile kernel: `prepare` runs once per KvOuterAttend call before any launch (kernel attributes), `launch`
+// enqueues the tiles of one chunk on `stream`; both return the CUDA error.
+struct TileLauncher {
+  cudaError_t (*prepare)(int lowp) = nullptr;
+  cudaError_t (*launch)(int lowp, const TileLists& lists, cudaStream_t stream) = nullptr;
+};
+
+// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel.
+cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
+                float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
+                const TileLauncher& tiles);
+
+// Multiprocessors of the current device (1 when it cannot be read).
+int SmCount();
+
+}  // namespace msa::gpu::kv_outer
+
+#endif  // MSA_GPU_KV_OUTER_H_
