@@ -140,7 +140,8 @@ def main():
     p.add_argument("--decode", default="4096,16384,65536,262144,1048576")
     p.add_argument("--decode-batched", default="128x1x4096,128x1x32768,8x16x65536",
                    help="BATCHxQ_LENxKV decode shapes")
-    p.add_argument("--qouter", default="32768,131072", help="prefill N at which the Q-outer main branch is also timed")
+    p.add_argument("--qouter", default="32768,131072",
+                   help="prefill N at which the Q-outer main branch and KV-outer's mma.sync tiles are also timed")
     p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
     p.add_argument("--deadline", type=float, default=1e9, help="seconds: later measurements that would not fit are skipped")
     args = p.parse_args()
@@ -187,6 +188,8 @@ def main():
             if n in ints(args.qouter):
                 row["ours_qouter"] = ours(args.bin, "prefill", n, 3, "main=q-outer")
                 log("ours q-outer", n, row["ours_qouter"])
+                row["ours_kvouter_mma"] = ours(args.bin, "prefill", n, 3, "main=kv-outer")
+                log("ours kv-outer mma.sync", n, row["ours_kvouter_mma"])
         if n in ints(args.sdpa) and not fits("sdpa", n):
             row["sdpa_error"] = "skipped: would not fit the deadline"
         elif n in ints(args.sdpa):
@@ -224,28 +227,33 @@ def main():
           f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), device copy "
           f"{copy / 1000:.2f} TB/s (2 GiB, read + written).", "",
           "## Prefill (one causal sequence of N tokens)", "",
-          "| N | SDPA ms | Flex ms | ours index ms | index TFLOP/s (% GEMM) | top-k ms | main ms (KV-outer) "
-          "| main TFLOP/s (% GEMM) | main ms (Q-outer) | max diff KV vs Q-outer (out, lse) | ours total ms | x SDPA "
+          "| N | SDPA ms | Flex ms | ours index ms | index TFLOP/s (% GEMM) | top-k ms | main kernel | main ms "
+          "| main TFLOP/s (% GEMM) | main ms (KV-outer mma.sync) | main ms (Q-outer) "
+          "| max diff vs Q-outer (out, lse) | max diff vs mma.sync tiles (out, lse) | ours total ms | x SDPA "
           "| x Flex | checks |",
-          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+          "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in prefill:
         o = r.get("ours", {})
         idx = f"{r['index_tflops']:.0f} ({100 * r['index_frac_gemm']:.0f}%)" if "index_tflops" in r else "-"
         mn = f"{r['main_tflops']:.0f} ({100 * r['main_frac_gemm']:.0f}%)" if "main_tflops" in r else "-"
         diff = (f"{o['out_diff_vs_qouter']:.1e}, {o['lse_diff_vs_qouter']:.1e}"
                 if o.get("out_diff_vs_qouter", -1) >= 0 else "-")
-        checks = "-" if not o else ("ok" if o.get("checks_passed") else f"FAILED {o}")
+        diff_mma = (f"{o['out_diff_vs_kvouter']:.1e}, {o['lse_diff_vs_kvouter']:.1e}"
+                    if o.get("out_diff_vs_kvouter", -1) >= 0 else "-")
+        peers = [r.get(key, {}) for key in ("ours_qouter", "ours_kvouter_mma")]
+        checks = "-" if not o else ("ok" if all(x.get("checks_passed", True) for x in [o] + peers) else f"FAILED {o}")
         md.append(f"| {r['n']} | {f(r.get('sdpa_ms'))} | {f(r.get('flex_ms'))} | {f(o.get('index_ms'))} | {idx} | "
-                  f"{f(o.get('topk_ms'))} | {f(o.get('main_ms'))} | {mn} | "
-                  f"{f(r.get('ours_qouter', {}).get('main_ms'))} | {diff} | {f(o.get('total_ms'))} | "
+                  f"{f(o.get('topk_ms'))} | {o.get('main_kernel', '-')} | {f(o.get('main_ms'))} | {mn} | "
+                  f"{f(r.get('ours_kvouter_mma', {}).get('main_ms'))} | {f(r.get('ours_qouter', {}).get('main_ms'))} | "
+                  f"{diff} | {diff_mma} | {f(o.get('total_ms'))} | "
                   f"{f(r.get('speedup_vs_sdpa'), '.1f')} | {f(r.get('speedup_vs_flex'), '.1f')} | {checks} |")
     md += ["", "Useful FLOPs: index `Hkv*Di*N^2`, main `4*Hq*D*sum|S_t|` (SPEC section 6). SDPA: "
            "`F.scaled_dot_product_attention(is_causal=True, enable_gqa=True)`; Flex: `flex_attention` compiled, "
            "per-token selection of 16 blocks (local + 15 random earlier) as a block mask. Total = index + top-k + "
-           "KV-outer main. The max diff column compares the KV-outer and Q-outer kernels on the same selection "
-           "(both bf16, different summation orders; each is judged against the FP64 reference by the test suite).", "",
+           "main. The max diff columns compare the main kernel with the Q-outer kernel and with KV-outer's mma.sync "
+           "tiles on the same selection (all bf16; each is judged against the FP64 reference by the test suite).", "",
            "## Decode (batch sequences of KV keys, q_len queries each)", "",
-           "| batch | q_len | KV | index ms | top-k ms | main ms (KV-outer) | main ms (graph replay) | main ms (Q-outer) "
+           "| batch | q_len | KV | index ms | top-k ms | main ms (KV-outer, wgmma tiles) | main ms (graph replay) | main ms (Q-outer) "
            "| total ms | bytes read (MB) | GB/s | % copy | SDPA dense ms | x SDPA | checks |",
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in decode:
@@ -259,7 +267,7 @@ def main():
                   f"{f(r.get('sdpa_ms'), '.4f')} | {f(r.get('speedup_vs_sdpa'), '.1f')} | {checks} |")
     md += ["", "Decode bytes that must be read: index keys (KV x Di x 2), the index and main queries, K and V of the "
            "selected keys (4 groups x up to 16 blocks x 128 keys x D x 2 x 2, per query). Total = index + top-k + "
-           "KV-outer main (direct launches).", ""]
+           "KV-outer main (direct launches; wgmma tiles on an sm_90 device).", ""]
     text = "\n".join(md) + "\n"
     os.makedirs(args.out, exist_ok=True)
     day = res["date"][:10]

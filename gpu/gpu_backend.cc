@@ -359,9 +359,10 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
 // The main-branch kernel of a shape (gpu/kernels.h). KV-outer pays off when blocks are shared: on average at
 // least 2 queries per (sequence, block, group), or too few queries for the Q-outer grid to fill the device
-// (decode). MSA_GPU_ATTEND_KERNEL=kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks), and
-// kv-outer-wgmma takes KV-outer with the Hopper wgmma tiles (KvOuterAttendWgmma, sm_90 only; never chosen
-// unforced until it has been measured); a forced kernel that does not fit the shape (or the device) leaves the
+// (decode). KV-outer runs its tiles on Hopper wgmma (KvOuterAttendWgmma) on compute capability 9.0 and on
+// mma.sync (KvOuterAttend) elsewhere; the two give the same bits (measured on the H200, gpu/wgmma_first_run.sh).
+// MSA_GPU_ATTEND_KERNEL=kv-outer-wgmma|kv-outer|q-outer|part1 forces one where it fits (tests, benchmarks;
+// kv-outer means the mma.sync tiles); a forced kernel that does not fit the shape (or the device) leaves the
 // choice to the rule, and any other value is refused.
 enum class AttendKernel { kExact, kKvOuter, kKvOuterWgmma, kQOuter, kPart1 };
 
@@ -387,7 +388,7 @@ Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKer
   const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(num_blocks, 1));
   constexpr int64_t kFewQueryCtas = 512;  // ~4 CTAs per SM of an H100 / H200
   if (kv_outer_fits && (queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas)) {
-    *kernel = AttendKernel::kKvOuter;
+    *kernel = KvOuterWgmmaFits(g) ? AttendKernel::kKvOuterWgmma : AttendKernel::kKvOuter;
   } else {
     *kernel = q_outer_fits ? AttendKernel::kQOuter : AttendKernel::kPart1;
   }

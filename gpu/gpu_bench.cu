@@ -1,18 +1,18 @@
 // gpu_bench: times the gpu backend's low-precision kernels on device-resident random inputs at M3 shapes
 // (Hq 64, Hkv = Hidx 4, D = Dv = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or
-// transfers: the index branch (BlockMaxScores), the top-k (RankTopK) and the main branch (KvOuterAttend, or
-// QOuterAttend with main=q-outer, or KvOuterAttendWgmma with main=kv-outer-wgmma), each with CUDA events, after a
+// transfers: the index branch (BlockMaxScores), the top-k (RankTopK) and the main branch (KvOuterAttendWgmma on an
+// sm_90 device, else KvOuterAttend; or the one named by main=...), each with CUDA events, after a
 // warm-up, the median of the repetitions; the KV-outer main branches are also captured in a CUDA graph and their
 // replays timed. Outputs are poisoned before every repetition and checked after the last one (every selection
-// row valid, no NaN left in out / lse); with KV-outer, the Q-outer kernel then recomputes the main branch and the
-// largest difference is reported (out_diff_vs_qouter); with KV-outer-wgmma, KvOuterAttend does
+// row valid, no NaN left in out / lse); with a KV-outer kernel, the Q-outer kernel then recomputes the main branch
+// and the largest difference is reported (out_diff_vs_qouter); with KV-outer-wgmma, KvOuterAttend does too
 // (out_diff_vs_kvouter, lse_diff_vs_kvouter: "wgmma_check" fails, and the exit status is 1, past 2e-2 on out or
 // 1e-3 on lse, far above the bf16 rounding flips of two correct kernels and far below a layout error). Prints
 // one JSON object.
 //
 //   gpu_bench prefill N [reps] [main=...]                    one causal sequence of N tokens (q_len = k_len = N)
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...]  B sequences of L keys, each with Q queries (1)
-//   main=kv-outer (default) | q-outer | kv-outer-wgmma
+//   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -144,30 +144,31 @@ class PhaseTimer {
   double sum_ms_ = 0;
 };
 
-struct Result {
-  double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
-  float out_diff_vs_qouter = -1, lse_diff_vs_qouter = -1;    // -1: not compared (not KV-outer, or no room)
-  float out_diff_vs_kvouter = -1, lse_diff_vs_kvouter = -1;  // -1: not compared (not KV-outer-wgmma, or no room)
-  uint64_t bad_rows = 0, nonfinite = 0;
-};
-
 // The main-branch kernel a run times.
 enum class Main { kKvOuter, kQOuter, kKvOuterWgmma };
 const char* MainName(Main m) {
   return m == Main::kKvOuter ? "kv-outer" : m == Main::kQOuter ? "q-outer" : "kv-outer-wgmma";
 }
 
+struct Result {
+  double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
+  float out_diff_vs_qouter = -1, lse_diff_vs_qouter = -1;    // -1: not compared (not KV-outer, or no room)
+  Main main = Main::kKvOuterWgmma;  // the kernel timed as the main branch
+  float out_diff_vs_kvouter = -1, lse_diff_vs_kvouter = -1;  // -1: not compared (not KV-outer-wgmma, or no room)
+  uint64_t bad_rows = 0, nonfinite = 0;
+};
+
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
 struct Shape {
   int64_t q_len = 0, k_len = 0, batch = 1;
-  Main main = Main::kKvOuter;
+  Main main = Main::kKvOuterWgmma;
+  bool main_named = false;  // main=... given: no fallback from kv-outer-wgmma
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
-
 // The index branch (in chunks of one sequence), the top-k and the main branch; the main branch is also
 // captured once in a CUDA graph (kv-outer only) and its replays timed.
-Result Run(const Shape& shape, int reps) {
+Result Run(Shape shape, int reps) {
   const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
   const int64_t total_k = shape.batch * k_len;
   const int64_t pos0 = k_len - q_len, max_blocks = (k_len + kBk - 1) / kBk;
@@ -209,6 +210,7 @@ Result Run(const Shape& shape, int reps) {
     std::fprintf(stderr, "gpu_bench: KvOuterAttend does not take this shape\n");
     std::exit(1);
   }
+  if (shape.main == Main::kKvOuterWgmma && !KvOuterWgmmaFits(ag) && !shape.main_named) shape.main = Main::kKvOuter;
   if (shape.main == Main::kKvOuterWgmma && !KvOuterWgmmaFits(ag)) {
     std::fprintf(stderr, "gpu_bench: KvOuterAttendWgmma does not take this shape or device (needs sm_90)\n");
     std::exit(1);
@@ -273,6 +275,7 @@ Result Run(const Shape& shape, int reps) {
     }
   }
   Result result;
+  result.main = shape.main;
   result.index_ms = Median(index_ms);
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
@@ -300,8 +303,7 @@ Result Run(const Shape& shape, int reps) {
   size_t free_bytes = 0, total_bytes = 0;
   BENCH_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const size_t compare_bytes = size_t(total_q * kHq) * (kDim + 1) * 8 + (size_t(1) << 30);  // + 1 GiB headroom
-  if (shape.kv_outer() && compare_bytes < free_bytes &&
-      (shape.main == Main::kKvOuterWgmma || QOuterAttendFits(ag))) {  // an independent kernel's answer
+  if (shape.kv_outer() && compare_bytes < free_bytes) {  // independent kernels' answers on the same selection
     double* out_ref = Allocate<double>(total_q * kHq * kDim);
     double* lse_ref = Allocate<double>(total_q * kHq);
     if (shape.main == Main::kKvOuterWgmma) {  // the mma.sync tiles on the same lists (the workspace is free now)
@@ -309,7 +311,8 @@ Result Run(const Shape& shape, int reps) {
                                 workspace, out_ref, lse_ref));
       std::tie(result.out_diff_vs_kvouter, result.lse_diff_vs_kvouter) =
           MaxDiffs(out, out_ref, total_q * kHq * kDim, lse, lse_ref, total_q * kHq);
-    } else {
+    }
+    if (QOuterAttendFits(ag)) {
       BENCH_CHECK(QOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out_ref, lse_ref));
       std::tie(result.out_diff_vs_qouter, result.lse_diff_vs_qouter) =
           MaxDiffs(out, out_ref, total_q * kHq * kDim, lse, lse_ref, total_q * kHq);
@@ -358,8 +361,8 @@ int main(int argc, char** argv) {
   using namespace msa::gpu;
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: gpu_bench prefill N [reps] [main=kv-outer|q-outer|kv-outer-wgmma]\n"
-                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer|q-outer|kv-outer-wgmma]\n");
+                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer]\n"
+                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -373,9 +376,10 @@ int main(int argc, char** argv) {
     const std::string arg = argv[i];
     if (arg.rfind("batch=", 0) == 0) shape.batch = std::atoll(arg.c_str() + 6);
     else if (arg.rfind("q_len=", 0) == 0) shape.q_len = std::atoll(arg.c_str() + 6);
-    else if (arg == "main=q-outer") shape.main = Main::kQOuter;
-    else if (arg == "main=kv-outer-wgmma") shape.main = Main::kKvOuterWgmma;
-    else if (arg != "main=kv-outer") {
+    else if (arg == "main=q-outer") shape.main = Main::kQOuter, shape.main_named = true;
+    else if (arg == "main=kv-outer-wgmma") shape.main = Main::kKvOuterWgmma, shape.main_named = true;
+    else if (arg == "main=kv-outer") shape.main = Main::kKvOuter, shape.main_named = true;
+    else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
       return 2;
     }
@@ -400,7 +404,7 @@ int main(int argc, char** argv) {
   // (KV-outer vs Q-outer measured 2.8e-3 on out, 9.5e-7 on lse); a wrong layout or descriptor moves whole rows.
   const bool wgmma_compared = r.out_diff_vs_kvouter >= 0;
   const bool wgmma_ok = !wgmma_compared || (r.out_diff_vs_kvouter <= 2e-2f && r.lse_diff_vs_kvouter <= 1e-3f);
-  const char* wgmma_check = shape.main != Main::kKvOuterWgmma ? "not run"
+  const char* wgmma_check = r.main != Main::kKvOuterWgmma ? "not run"
                             : !wgmma_compared                  ? "not compared"
                             : wgmma_ok                         ? "ok"
                                                                : "FAILED";
@@ -411,7 +415,7 @@ int main(int argc, char** argv) {
       "\"lse_diff_vs_kvouter\": %.3e, \"wgmma_check\": \"%s\", \"total_ms\": %.4f, \"index_flops\": %.6e, "
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
-      mode.c_str(), MainName(shape.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
+      mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter, r.lse_diff_vs_qouter,
       r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check, r.index_ms + r.topk_ms + r.main_ms, index_flops,
       main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
