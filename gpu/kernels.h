@@ -118,8 +118,8 @@ cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
 // per-(sequence, block, group) lists of the queries that chose the block; a tile of up to 64 (query, head) rows
 // loads the block's K and V once and writes one partial (m, l, O) per row, and a merge kernel combines each
 // row's partials by log-sum-exp in ascending block order. Queries go in chunks sized by the plan; the launches
-// are asynchronous on `stream` and never wait on the host, so they can be captured in a CUDA graph. Needs KvOuterAttendFits(g) (dims multiples
-// of 8 up to 128, block_size <= 128, group size <= 64, top_k <= 32).
+// are asynchronous on `stream` and never wait on the host, so they can be captured in a CUDA graph. Needs
+// KvOuterAttendFits(g) (dims multiples of 8 up to 128, block_size <= 128, group size <= 64, top_k <= 32).
 bool KvOuterAttendFits(const AttendGeometry& g);
 // The chunking and the workspace layout (byte offsets) of KvOuterAttend. num_blocks: sum over the batch's
 // sequences of ceil(k_len / block_size). ok is false when the lists would not fit 32-bit offsets.

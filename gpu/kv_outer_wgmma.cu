@@ -1,6 +1,6 @@
 // KV-outer main branch of the low-precision mode on Hopper warpgroup MMA (sm_90a): the lists, the plan, the partial
 // results and the merge are KvOuterAttend's (gpu/kv_outer_attend.cu, shared through gpu/kv_outer.h); only the tile
-// kernel differs. UNTESTED ON A GPU when written: gpu/wgmma_first_run.sh is its first device check.
+// kernel differs. gpu/wgmma_first_run.sh checks it against KvOuterAttend on a device (the same bits on the H200).
 //
 // docs:begin gpu-kv-outer-wgmma-tile
 // WgmmaTileKernel: one CTA = one warpgroup (4 warps, 128 threads) and one 64-row tile at a time (64 (query, head)

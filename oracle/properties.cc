@@ -8,6 +8,7 @@
 
 #include "oracle/compare.h"
 #include "oracle/naive_lowp.h"
+#include "oracle/precision.h"
 #include "oracle/random.h"
 #include "oracle/selection_contract.h"
 #include "reference/canonical.h"
@@ -258,6 +259,15 @@ Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uin
 
 Status CheckScalingV(const Backend& backend, const ProblemSpec& spec) {
   Problem problem = GenerateProblem(spec);
+  // v on the grid of the precision (held in F64): doubling a value that the backend would round is not exact
+  // where the grid's spacing does not double with it (fp16 below 2^-14: 2 R(v) != R(2 v)).
+  const std::vector<double> widened = reference::Widen(ViewOf(problem.v));  // [total_k, Hkv, Dv]
+  problem.v.dtype = DType::kF64;
+  problem.v.bytes.resize(widened.size() * sizeof(double));
+  size_t next = 0;
+  ForEachElement(problem.v, [&](int64_t s, int64_t h, int64_t d) {
+    SetElement(problem.v, s, h, d, RoundToPrecision(widened[next++], problem.config.precision));
+  });
   Outputs base, doubled;
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &base));
   const SafetensorsTensor original = problem.v;

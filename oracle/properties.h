@@ -29,7 +29,7 @@ Status CheckBlockOrderInvariance(const Backend& backend, const ProblemSpec& spec
 // With exactly representable index scores (small integers, scale 1/4), adding a constant to every score of
 // a row leaves the selection unchanged (max pooling).
 Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uint64_t seed, double shift);
-// out(2 v) == 2 out(v) and lse unchanged, bit for bit.
+// out(2 v) == 2 out(v) and lse unchanged, bit for bit (v first rounded to the precision, so 2 v is exact in it).
 Status CheckScalingV(const Backend& backend, const ProblemSpec& spec);
 // out(v + w) = out(v) + out(w) up to rounding: 1e-13 relative to the largest |value| at exact precision,
 // 8 ulps of the precision at that magnitude otherwise.
