@@ -82,13 +82,19 @@ __global__ void MaxAbsDiff(const double* a, const double* b, int64_t n, unsigned
   atomicMax(max_bits, __float_as_uint(local));
 }
 
-// *count += the number of i < n with a[i] and b[i] not the same bits.
+// count[0] += the number of i < n with a[i] and b[i] not the same bits; count[1] = min(count[1], the first such i).
 __global__ void CountBitDiffs(const uint32_t* a, const uint32_t* b, int64_t n, unsigned long long* count) {
-  unsigned long long local = 0;
+  unsigned long long local = 0, first = ~0ull;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    local += a[i] != b[i];
+    if (a[i] != b[i]) {
+      ++local;
+      if (first == ~0ull) first = static_cast<unsigned long long>(i);
+    }
   }
-  if (local) atomicAdd(count, local);
+  if (local) {
+    atomicAdd(count, local);
+    atomicMin(count + 1, first);
+  }
 }
 
 __global__ void CountNonFinite(const double* x, int64_t n, unsigned long long* bad) {
@@ -355,22 +361,39 @@ Result Run(const Shape& shape, int reps) {
     float* bs_ref = nullptr;
     const size_t bs_bytes = size_t(nq_chunk * kHkv * max_blocks) * 4;
     if (cudaMalloc(&bs_ref, bs_bytes) == cudaSuccess) {
-      unsigned long long* check = Allocate<unsigned long long>(3);  // wgmma bad row, mma bad row, differing entries
-      int64_t diffs = 0;
+      // wgmma bad row, mma bad row, differing entries, first differing entry
+      unsigned long long* check = Allocate<unsigned long long>(4);
+      int64_t diffs = 0, reported = 0;
       for (const ChunkGeometry& g : chunks) {
         const int64_t n = g.nq * kHkv * max_blocks;
         BENCH_CHECK(cudaMemset(bs, 0xff, size_t(n) * 4));
         BENCH_CHECK(cudaMemset(bs_ref, 0xff, size_t(n) * 4));
-        BENCH_CHECK(cudaMemset(check, 0xff, 2 * 8));  // no bad row: all ones
+        BENCH_CHECK(cudaMemset(check, 0xff, 4 * 8));  // no bad row, no first difference: all ones
         BENCH_CHECK(cudaMemset(check + 2, 0, 8));
         BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, bs, check));
         BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs_ref, check + 1));
         CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(bs), reinterpret_cast<const uint32_t*>(bs_ref),
                                      n, check + 2);
         BENCH_CHECK(cudaGetLastError());
-        unsigned long long host_check[3];
+        unsigned long long host_check[4];
         BENCH_CHECK(cudaMemcpy(host_check, check, sizeof host_check, cudaMemcpyDeviceToHost));
         diffs += int64_t(host_check[2]) + (host_check[0] != host_check[1]);  // a different bad row counts as one
+        if (host_check[2] > 0 && reported++ < 4) {  // where: the first differing entry of the chunk, both values
+          const int64_t i = int64_t(host_check[3]);
+          float got = 0, want = 0;
+          BENCH_CHECK(cudaMemcpy(&got, bs + i, 4, cudaMemcpyDeviceToHost));
+          BENCH_CHECK(cudaMemcpy(&want, bs_ref + i, 4, cudaMemcpyDeviceToHost));
+          std::fprintf(stderr,
+                       "gpu_bench: index MISMATCH in the chunk at t0 %lld (pos0 %lld, %lld queries): %llu entries; "
+                       "first at row %lld (query %lld, group %lld), block %lld: wgmma %.9g, mma %.9g\n",
+                       (long long)g.t0, (long long)g.pos0, (long long)g.nq, host_check[2], (long long)(i / max_blocks),
+                       (long long)(i / max_blocks / kHkv), (long long)(i / max_blocks % kHkv),
+                       (long long)(i % max_blocks), got, want);
+        }
+        if (host_check[0] != host_check[1] && reported++ < 4) {
+          std::fprintf(stderr, "gpu_bench: index bad-row MISMATCH in the chunk at t0 %lld: wgmma %llx, mma %llx\n",
+                       (long long)g.t0, host_check[0], host_check[1]);
+        }
       }
       result.index_diffs = diffs;
       BENCH_CHECK(cudaFree(check));
