@@ -11,16 +11,20 @@
 //   keys       128-key tiles of index_k stream through a 4-stage cp.async ring shared by the warpgroups, each tile
 //              [2][128 keys][128 B] (dims 0-63 | 64-127, K-major, 128-byte swizzle, 1024-byte aligned; 32 KiB).
 //   S = Q K^T  per tile and warpgroup 8 x wgmma m64n128k16, A from registers, B = the tile (descriptors), fp32
-//              accumulators zeroed first (so the k16 steps accumulate onto +0 in ascending order, as the
-//              mma.sync kernel's c = 0, mma(k = 0), ..., mma(k = 7)): the same fp32 dot products, bit for bit.
+//              accumulators zeroed first, k16 steps in ascending order: as the mma.sync kernel's c = 0,
+//              mma(k = 0), ..., mma(k = 7) (in SASS both first steps take the zero register RZ as C), so the
+//              same fp32 dot products, bit for bit, if HGMMA and HMMA.16816 round a k16 step alike (the repo's
+//              KV-outer wgmma tiles matched their mma.sync twin bit for bit).
 //   overlap    two accumulator sets: the wgmma of tile i + 1 is issued before the reduction of tile i
 //              (wgmma.wait_group 1), as FlashAttention-3 overlaps softmax with the next GEMM.
 //   reduction  per 64-key half of a tile (block_size is a multiple of 64, so a half never straddles two
 //              blocks): each thread folds its 32 scores per row into the row's running max (fmaxf) and running
 //              min (min.NaN: sticky NaN); keys past the row's position are skipped, only in halves that reach
-//              the warp's first position. When a half ends a block (or the CTA's key range), 4 lanes combine
-//              their maxima and one writes max * scale to bs[row * max_blocks + blk], for blk <= the row's local
-//              block only. scale > 0 and rounding is monotone, so this is the max of the scaled scores.
+//              the warp's first position (fmaxf, where BlockMaxScores keeps s > best ? s : best: the two differ
+//              only on a -0 / +0 pair, and an accumulator that starts at +0 never holds -0). When a half ends a
+//              block (or the CTA's key range), 4 lanes combine their maxima and one writes max * scale to
+//              bs[row * max_blocks + blk], for blk <= the row's local block only. scale > 0 and rounding is
+//              monotone, so this is the max of the scaled scores.
 //   bad rows   a row is bad iff some visible scaled score is not finite (BlockMaxScores' fmaf(s * scale, 0, c)
 //              test): a NaN score makes the running min NaN, a +inf scaled score makes a written block max +inf,
 //              a -inf one the running min's scaled value -inf; bad rows go to atomicMin(bad_row, t * Hidx + r).
@@ -31,7 +35,8 @@
 //   cp.async tile i + 3 -> the stage of tile i - 1
 //   zero the free accumulator set; wgmma.fence; issue tile i + 1 (8 wgmma); commit; wgmma.wait_group 1
 //   reduce tile i from the other set
-// Shared memory: 4 x 32 KiB key stages + 64 * kWgs rows of 272 B (query tile) + 1 KiB alignment slack.
+// Shared memory: 4 x 32 KiB key stages + 64 * kWgs rows of 272 B (query tile) + 1 KiB alignment slack (163 KiB
+// for two warpgroups). ptxas (CUDA 13.0, sm_90a): 228 registers, no spills, no wgmma serialization warning.
 // docs:end gpu-block-max-wgmma
 #include <cmath>
 
@@ -120,7 +125,8 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
   const uint32_t raw = wgmma::SharedAddress(block_max_wgmma_smem);
   const uint32_t pad = (1024u - raw % 1024u) % 1024u;
   const uint32_t k_smem = raw + pad;  // [kStages][2][128 keys][128 B], swizzled
-  uint16_t* qs = reinterpret_cast<uint16_t*>(block_max_wgmma_smem + pad + kStages * kStageBytes);  // [kCtaRows][kQStride]
+  // [kCtaRows][kQStride] halves, after the stages
+  uint16_t* qs = reinterpret_cast<uint16_t*>(block_max_wgmma_smem + pad + kStages * kStageBytes);
 
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
   // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes

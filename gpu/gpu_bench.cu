@@ -500,16 +500,17 @@ int main(int argc, char** argv) {
                                                          : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
-      "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, "
+      "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
+      "\"main_graph_ms\": %.4f, "
       "\"out_diff_vs_qouter\": %.3e, \"lse_diff_vs_qouter\": %.3e, \"out_diff_vs_kvouter\": %.3e, "
       "\"lse_diff_vs_kvouter\": %.3e, \"wgmma_check\": \"%s\", \"total_ms\": %.4f, \"index_flops\": %.6e, "
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
       "\"index_diff_entries\": %lld}\n",
       mode.c_str(), MainName(shape.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
-      IndexName(shape.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter, r.lse_diff_vs_qouter,
-      r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check, r.index_ms + r.topk_ms + r.main_ms, index_flops,
-      main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite, index_check,
-      (long long)r.index_diffs);
+      IndexName(shape.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
+      r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
+      r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
+      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs);
   return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok ? 0 : 1;
 }
