@@ -197,6 +197,22 @@ int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t
   return std::min(nq, q_len);
 }
 
+// The max-pooling index kernel where BlockMaxScores fits: the mma.sync kernel (BlockMaxScores) unless
+// MSA_GPU_INDEX_KERNEL=wgmma asks for the Hopper one (BlockMaxScoresWgmma, the same bits; sm_90 only, never chosen
+// unforced until it has been measured). A forced kernel that does not fit (not an sm_90 device) leaves the
+// mma.sync kernel; "mma" forces it; any other value is refused.
+Status ChooseIndexKernel(int di, int bk, float scale, bool* use_wgmma) {
+  *use_wgmma = false;
+  if (const char* forced = std::getenv("MSA_GPU_INDEX_KERNEL"); forced != nullptr && *forced != '\0') {
+    const std::string name = forced;
+    if (name != "wgmma" && name != "mma") {
+      return InvalidArgument("MSA_GPU_INDEX_KERNEL is \"" + name + "\": expected wgmma or mma (or unset)");
+    }
+    *use_wgmma = name == "wgmma" && BlockMaxScoresWgmmaFits(di, bk, scale);
+  }
+  return Status::Ok();
+}
+
 Status SelectImpl(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
@@ -251,6 +267,8 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
   const double scale = config.IndexScale();
   const int pooling = int(config.pooling);
+  bool index_wgmma = false;
+  if (!exact) MSA_RETURN_IF_ERROR(ChooseIndexKernel(int(di), int(bk), float(scale), &index_wgmma));
   std::vector<double> host_bs_double;
   std::vector<float> host_bs_float;
   KernelTimer timer;
@@ -300,8 +318,9 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
           MSA_CUDA_RETURN_IF_ERROR(LowpMeanScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
                                                   bs_float.get(), bad_row.get()));
         } else if (config.pooling == Pooling::kMax && BlockMaxScoresFits(int(di), int(bk), float(scale))) {
-          MSA_CUDA_RETURN_IF_ERROR(BlockMaxScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
-                                                  bs_float.get(), bad_row.get()));
+          const auto block_max = index_wgmma ? BlockMaxScoresWgmma : BlockMaxScores;
+          MSA_CUDA_RETURN_IF_ERROR(block_max(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
+                                             bs_float.get(), bad_row.get()));
         } else {
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
                                                    float(scale), bs_float.get(), bad_row.get()));

@@ -7,12 +7,16 @@
 // row valid, no NaN left in out / lse); with a KV-outer kernel, the Q-outer kernel then recomputes the main branch
 // and the largest difference is reported (out_diff_vs_qouter); with KV-outer-wgmma, KvOuterAttend does too
 // (out_diff_vs_kvouter, lse_diff_vs_kvouter: "wgmma_check" fails, and the exit status is 1, past 2e-2 on out or
-// 1e-3 on lse, far above the bf16 rounding flips of two correct kernels and far below a layout error). Prints
-// one JSON object.
+// 1e-3 on lse, far above the bf16 rounding flips of two correct kernels and far below a layout error). With
+// index=wgmma the index branch is BlockMaxScoresWgmma; after the timed runs BlockMaxScores recomputes every chunk's
+// block scores on the same inputs into a second buffer (both poisoned alike first) and the two are compared bit for
+// bit ("index_check": "ok" or "MISMATCH", "index_diff_entries": the differing entries, bad-row flags included; exit
+// status 1 on a mismatch). Prints one JSON object.
 //
-//   gpu_bench prefill N [reps] [main=...]                    one causal sequence of N tokens (q_len = k_len = N)
-//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...]  B sequences of L keys, each with Q queries (1)
+//   gpu_bench prefill N [reps] [main=...] [index=...]                    one causal sequence of N tokens
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...]  B sequences of L keys, Q queries each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
+//   index=mma (default: BlockMaxScores) | wgmma
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -77,6 +81,21 @@ __global__ void MaxAbsDiff(const double* a, const double* b, int64_t n, unsigned
     local = fmaxf(local, float(fabs(a[i] - b[i])));
   }
   atomicMax(max_bits, __float_as_uint(local));
+}
+
+// count[0] += the number of i < n with a[i] and b[i] not the same bits; count[1] = min(count[1], the first such i).
+__global__ void CountBitDiffs(const uint32_t* a, const uint32_t* b, int64_t n, unsigned long long* count) {
+  unsigned long long local = 0, first = ~0ull;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (a[i] != b[i]) {
+      ++local;
+      if (first == ~0ull) first = static_cast<unsigned long long>(i);
+    }
+  }
+  if (local) {
+    atomicAdd(count, local);
+    atomicMin(count + 1, first);
+  }
 }
 
 __global__ void CountNonFinite(const double* x, int64_t n, unsigned long long* bad) {
@@ -150,12 +169,17 @@ const char* MainName(Main m) {
   return m == Main::kKvOuter ? "kv-outer" : m == Main::kQOuter ? "q-outer" : "kv-outer-wgmma";
 }
 
+// The index-branch kernel a run times.
+enum class Index { kMma, kWgmma };
+const char* IndexName(Index i) { return i == Index::kMma ? "mma" : "wgmma"; }
+
 struct Result {
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
   float out_diff_vs_qouter = -1, lse_diff_vs_qouter = -1;    // -1: not compared (not KV-outer, or no room)
   Main main = Main::kKvOuterWgmma;  // the kernel timed as the main branch
   float out_diff_vs_kvouter = -1, lse_diff_vs_kvouter = -1;  // -1: not compared (not KV-outer-wgmma, or no room)
   uint64_t bad_rows = 0, nonfinite = 0;
+  int64_t index_diffs = -1;  // entries where BlockMaxScoresWgmma and BlockMaxScores differ; -1: not compared
 };
 
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
@@ -163,6 +187,7 @@ struct Shape {
   int64_t q_len = 0, k_len = 0, batch = 1;
   Main main = Main::kKvOuterWgmma;
   bool main_named = false;  // main=... given: no fallback from kv-outer-wgmma
+  Index index = Index::kMma;
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
@@ -215,6 +240,36 @@ Result Run(Shape shape, int reps) {
     std::fprintf(stderr, "gpu_bench: KvOuterAttendWgmma does not take this shape or device (needs sm_90)\n");
     std::exit(1);
   }
+  if (shape.index == Index::kWgmma && !BlockMaxScoresWgmmaFits(kDim, kBk, index_scale)) {
+    std::fprintf(stderr, "gpu_bench: BlockMaxScoresWgmma does not take this shape or device (needs sm_90)\n");
+    std::exit(1);
+  }
+  // The chunks of the index branch, in order (every sequence, chunks of nq_chunk queries).
+  std::vector<ChunkGeometry> chunks;
+  for (int64_t seq = 0; seq < shape.batch; ++seq) {
+    for (int64_t c0 = 0; c0 < q_len; c0 += nq_chunk) {
+      ChunkGeometry g;
+      g.t0 = seq * q_len + c0;
+      g.nq = std::min(nq_chunk, q_len - c0);
+      g.pos0 = pos0 + c0;
+      g.key_begin = seq * k_len;
+      g.k_len = k_len;
+      g.total_q = total_q;
+      g.hidx = kHkv;
+      g.di = kDim;
+      g.bk = kBk;
+      g.top_k = kTopK;
+      g.max_blocks = max_blocks;
+      chunks.push_back(g);
+    }
+  }
+  const auto block_max = [&](const ChunkGeometry& g, float* scores, unsigned long long* bad_row) {
+    if (shape.index == Index::kWgmma) {
+      BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row));
+    } else {
+      BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row));
+    }
+  };
   void* workspace = shape.kv_outer() ? static_cast<void*>(Allocate<unsigned char>(int64_t(plan.bytes))) : nullptr;
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -241,28 +296,14 @@ Result Run(Shape shape, int reps) {
     poison_outputs();
     BENCH_CHECK(cudaMemset(flags, 0xff, 8));  // flags[0]: the first bad index row (none: all ones)
     BENCH_CHECK(cudaMemset(flags + 1, 0, 2 * 8));
-    for (int64_t seq = 0; seq < shape.batch; ++seq) {
-      for (int64_t c0 = 0; c0 < q_len; c0 += nq_chunk) {
-        ChunkGeometry g;
-        g.t0 = seq * q_len + c0;
-        g.nq = std::min(nq_chunk, q_len - c0);
-        g.pos0 = pos0 + c0;
-        g.key_begin = seq * k_len;
-        g.k_len = k_len;
-        g.total_q = total_q;
-        g.hidx = kHkv;
-        g.di = kDim;
-        g.bk = kBk;
-        g.top_k = kTopK;
-        g.max_blocks = max_blocks;
-        BENCH_CHECK(cudaMemset(bs, 0xff, size_t(g.nq * kHkv * max_blocks) * 4));  // NaN: never ranked unwritten
-        index_timer.Begin();
-        BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs, flags));
-        index_timer.End();
-        topk_timer.Begin();
-        BENCH_CHECK(RankTopK(bs, g, topk));
-        topk_timer.End();
-      }
+    for (const ChunkGeometry& g : chunks) {
+      BENCH_CHECK(cudaMemset(bs, 0xff, size_t(g.nq * kHkv * max_blocks) * 4));  // NaN: never ranked unwritten
+      index_timer.Begin();
+      block_max(g, bs, flags);
+      index_timer.End();
+      topk_timer.Begin();
+      BENCH_CHECK(RankTopK(bs, g, topk));
+      topk_timer.End();
     }
     main_timer.Begin();
     main_branch(nullptr);
@@ -320,6 +361,51 @@ Result Run(Shape shape, int reps) {
     BENCH_CHECK(cudaFree(out_ref));
     BENCH_CHECK(cudaFree(lse_ref));
   }
+  if (shape.index == Index::kWgmma) {  // BlockMaxScores on the same chunks, bit for bit (bs is free now)
+    float* bs_ref = nullptr;
+    const size_t bs_bytes = size_t(nq_chunk * kHkv * max_blocks) * 4;
+    if (cudaMalloc(&bs_ref, bs_bytes) == cudaSuccess) {
+      // wgmma bad row, mma bad row, differing entries, first differing entry
+      unsigned long long* check = Allocate<unsigned long long>(4);
+      int64_t diffs = 0, reported = 0;
+      for (const ChunkGeometry& g : chunks) {
+        const int64_t n = g.nq * kHkv * max_blocks;
+        BENCH_CHECK(cudaMemset(bs, 0xff, size_t(n) * 4));
+        BENCH_CHECK(cudaMemset(bs_ref, 0xff, size_t(n) * 4));
+        BENCH_CHECK(cudaMemset(check, 0xff, 4 * 8));  // no bad row, no first difference: all ones
+        BENCH_CHECK(cudaMemset(check + 2, 0, 8));
+        BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, bs, check));
+        BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs_ref, check + 1));
+        CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(bs), reinterpret_cast<const uint32_t*>(bs_ref),
+                                     n, check + 2);
+        BENCH_CHECK(cudaGetLastError());
+        unsigned long long host_check[4];
+        BENCH_CHECK(cudaMemcpy(host_check, check, sizeof host_check, cudaMemcpyDeviceToHost));
+        diffs += int64_t(host_check[2]) + (host_check[0] != host_check[1]);  // a different bad row counts as one
+        if (host_check[2] > 0 && reported++ < 4) {  // where: the first differing entry of the chunk, both values
+          const int64_t i = int64_t(host_check[3]);
+          float got = 0, want = 0;
+          BENCH_CHECK(cudaMemcpy(&got, bs + i, 4, cudaMemcpyDeviceToHost));
+          BENCH_CHECK(cudaMemcpy(&want, bs_ref + i, 4, cudaMemcpyDeviceToHost));
+          std::fprintf(stderr,
+                       "gpu_bench: index MISMATCH in the chunk at t0 %lld (pos0 %lld, %lld queries): %llu entries; "
+                       "first at row %lld (query %lld, group %lld), block %lld: wgmma %.9g, mma %.9g\n",
+                       (long long)g.t0, (long long)g.pos0, (long long)g.nq, host_check[2], (long long)(i / max_blocks),
+                       (long long)(i / max_blocks / kHkv), (long long)(i / max_blocks % kHkv),
+                       (long long)(i % max_blocks), got, want);
+        }
+        if (host_check[0] != host_check[1] && reported++ < 4) {
+          std::fprintf(stderr, "gpu_bench: index bad-row MISMATCH in the chunk at t0 %lld: wgmma %llx, mma %llx\n",
+                       (long long)g.t0, host_check[0], host_check[1]);
+        }
+      }
+      result.index_diffs = diffs;
+      BENCH_CHECK(cudaFree(check));
+      BENCH_CHECK(cudaFree(bs_ref));
+    } else {
+      cudaGetLastError();  // no room for a second block-score buffer: not compared
+    }
+  }
   const int64_t sel_rows = kHkv * total_q;
   CountBadSelections<<<unsigned((sel_rows + 255) / 256), 256>>>(topk, total_q, q_len, kHkv, kTopK, pos0, kBk,
                                                                flags + 1);
@@ -361,8 +447,9 @@ int main(int argc, char** argv) {
   using namespace msa::gpu;
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer]\n"
-                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]\n");
+                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]\n"
+                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
+                 " [index=mma|wgmma]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -379,6 +466,8 @@ int main(int argc, char** argv) {
     else if (arg == "main=q-outer") shape.main = Main::kQOuter, shape.main_named = true;
     else if (arg == "main=kv-outer-wgmma") shape.main = Main::kKvOuterWgmma, shape.main_named = true;
     else if (arg == "main=kv-outer") shape.main = Main::kKvOuter, shape.main_named = true;
+    else if (arg == "index=wgmma") shape.index = Index::kWgmma;
+    else if (arg == "index=mma") shape.index = Index::kMma;
     else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
       return 2;
@@ -408,16 +497,25 @@ int main(int argc, char** argv) {
                             : !wgmma_compared                  ? "not compared"
                             : wgmma_ok                         ? "ok"
                                                                : "FAILED";
+  // The wgmma index kernel against the mma.sync one: the same bits everywhere (both accumulate the same fp32 dots).
+  const bool index_ok = shape.index != Index::kWgmma || r.index_diffs <= 0;
+  const char* index_check = shape.index != Index::kWgmma ? "not run"
+                            : r.index_diffs < 0          ? "not compared"
+                            : index_ok                   ? "ok"
+                                                         : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
-      "\"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, "
+      "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
+      "\"main_graph_ms\": %.4f, "
       "\"out_diff_vs_qouter\": %.3e, \"lse_diff_vs_qouter\": %.3e, \"out_diff_vs_kvouter\": %.3e, "
       "\"lse_diff_vs_kvouter\": %.3e, \"wgmma_check\": \"%s\", \"total_ms\": %.4f, \"index_flops\": %.6e, "
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
-      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
+      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
+      "\"index_diff_entries\": %lld}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
-      reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter, r.lse_diff_vs_qouter,
-      r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check, r.index_ms + r.topk_ms + r.main_ms, index_flops,
-      main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
-  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok ? 0 : 1;
+      IndexName(shape.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
+      r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
+      r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
+      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs);
+  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok ? 0 : 1;
 }

@@ -91,6 +91,15 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
 bool BlockMaxScoresFits(int di, int bk, float scale);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);
+// The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only; UNTESTED on a GPU so far):
+// 128-row CTAs of two warpgroups, the query rows in registers, 128-key tiles of index_k through a 4-stage cp.async
+// ring, wgmma m64n128k16 (A from registers) with the reduction of one tile overlapping the next tile's wgmma. The
+// same contract as BlockMaxScores (entries written, bad-row detection) and the same bits. Needs
+// BlockMaxScoresWgmmaFits(di, bk, scale): BlockMaxScoresFits and a compute capability 9.0 device; returns
+// cudaErrorNotSupported otherwise (nothing enqueued).
+bool BlockMaxScoresWgmmaFits(int di, int bk, float scale);
+cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
+                                float scale, float* bs, unsigned long long* bad_row);
 // The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
 // Needs RankTopKFits(top_k).
 bool RankTopKFits(int top_k);

@@ -172,6 +172,32 @@ __device__ inline void MmaRSTransB(float (&d)[64], const uint32_t (&a)[4], uint6
 #endif
 }
 
+// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A from registers (fragment layout above), B K-major in shared memory
+// (imm-trans-b = 0: B's K index is the contiguous one, as in index_k stored [keys][dims]; gpu/block_max_wgmma.cu).
+template <int kLowp>
+__device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+#if defined(MSA_WGMMA_ENABLED)
+  if constexpr (kLowp == kLowpBF16) {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WGMMA_D64
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : MSA_WGMMA_OUT64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+  } else {
+    asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WGMMA_D64
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        : MSA_WGMMA_OUT64
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+  }
+#else
+  (void)d, (void)a, (void)b_desc, (void)accumulate;
+  __trap();
+#endif
+}
+
 #undef MSA_WGMMA_D64
 #undef MSA_WGMMA_OUT8
 #undef MSA_WGMMA_OUT64

@@ -325,6 +325,91 @@ TEST(GpuBackend, AnUnknownForcedAttendKernelIsRefused) {
   EXPECT_NE(status.message().find("\"kv_outer\""), std::string::npos) << status.message();
 }
 
+// Sets an environment variable for one scope and restores its earlier value (device scripts may set it).
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* earlier = std::getenv(name);
+    had_ = earlier != nullptr;
+    if (had_) saved_ = earlier;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_, saved_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
+// The gpu's outputs of `problem` with MSA_GPU_INDEX_KERNEL=kernel (gpu_backend.cc ChooseIndexKernel).
+Status RunWithIndexKernel(const Problem& problem, const char* kernel, Outputs* outputs) {
+  const ScopedEnv env("MSA_GPU_INDEX_KERNEL", kernel);
+  return RunBackend(*Gpu(), problem, outputs);
+}
+
+// MSA_GPU_INDEX_KERNEL=wgmma (BlockMaxScoresWgmma, gpu/block_max_wgmma.cu) gives the same bits as the mma.sync
+// kernel BlockMaxScores on every max-pooling case (canonical, large and tied ones, bf16 and fp16): the block
+// scores, hence the selection, index_lse and the main branch. Its errors are the same too: index_q scaled to
+// about 3e37 makes dot products overflow to inf (bf16) or the inputs themselves inf (fp16), and both kernels must
+// name the same first bad (query, group). On a device other than sm_90 the forced kernel does not fit and both
+// runs take BlockMaxScores.
+TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
+  MSA_REQUIRE_GPU();
+  std::vector<TestCase> cases;
+  for (TestCase& c : AllCases()) {
+    if (c.spec.config.pooling == Pooling::kMax) cases.push_back(std::move(c));
+  }
+  for (TestCase& c : TiedBlockMaxCases()) cases.push_back(std::move(c));
+  {
+    ProblemSpec spec = MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{300, 300}, {3, 2000}}, DType::kBF16, 401);
+    spec.query_scale = 3e37;
+    cases.push_back({CaseName("index_overflow", spec), std::move(spec)});
+  }
+  int64_t compared = 0, refused = 0;
+  for (const TestCase& test_case : cases) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      Outputs mma, wgmma;
+      const Status mma_status = RunWithIndexKernel(problem, "mma", &mma);
+      const Status wgmma_status = RunWithIndexKernel(problem, "wgmma", &wgmma);
+      EXPECT_EQ(mma_status.code(), wgmma_status.code()) << what << ": " << wgmma_status.message();
+      EXPECT_EQ(mma_status.message(), wgmma_status.message()) << what;
+      if (!mma_status.ok()) {
+        ++refused;
+        continue;
+      }
+      ExpectSameBits(mma, wgmma, what + ", wgmma vs mma index kernel");
+      ++compared;
+    }
+  }
+  EXPECT_GT(refused, 0) << "the overflow case should be refused by both kernels";
+  std::printf("wgmma vs mma index kernel: %lld runs bit-identical, %lld refused alike (on a device other than "
+              "sm_90 both runs used the mma.sync kernel)\n",
+              static_cast<long long>(compared), static_cast<long long>(refused));
+}
+
+// MSA_GPU_INDEX_KERNEL with a misspelt value is refused with the value named, not silently ignored.
+TEST(GpuBackend, AnUnknownForcedIndexKernelIsRefused) {
+  MSA_REQUIRE_GPU();
+  Problem problem = GenerateProblem(AllCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  Outputs gpu;
+  const Status status = RunWithIndexKernel(problem, "wgmma2", &gpu);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("\"wgmma2\""), std::string::npos) << status.message();
+}
+
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
   MSA_REQUIRE_GPU();
   const TestCase test_case = LargeCases().front();
