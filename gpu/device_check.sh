@@ -108,17 +108,19 @@ NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_conformance.json")
 step gpu_tests 600 "$BUILD/tests/gpu_backend_test" --gtest_output=json:"$OUT_DIR/gtest_gpu.json"
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_gpu.json")
 # The bf16/fp16 main branch has three kernels, chosen by shape (gpu_backend.cc ChooseAttendKernel); the
-# default run above takes mostly KV-outer, whose tiles run on wgmma on an H100/H200. Each of the other two is
-# forced here over the same suites, and so are KV-outer's mma.sync tiles (kv-outer, the tiles every other card
-# runs).
+# default run above takes mostly KV-outer, whose tiles run on wgmma on an H100/H200, and the index branch's
+# max pooling runs on wgmma there too. Each of the other two main kernels is forced here over the same suites,
+# and so are the mma.sync kernels every other card runs (KV-outer's tiles and the index branch together).
 for kernel in q-outer part1 kv-outer; do
-  MSA_GPU_ATTEND_KERNEL=$kernel step "conformance_$kernel" 600 "$BUILD/tests/conformance_test" \
-    --gtest_output=json:"$OUT_DIR/gtest_conformance_$kernel.json"
-  NOTES[-1]="MSA_GPU_ATTEND_KERNEL=$kernel: $(gtest_note "$OUT_DIR/gtest_conformance_$kernel.json")"
-  MSA_GPU_ATTEND_KERNEL=$kernel step "gpu_tests_$kernel" 600 "$BUILD/tests/gpu_backend_test" \
-    --gtest_filter='GpuBackend.LowPrecision*:GpuBackend.Decode*:GpuProperty.*' \
+  index=$([ "$kernel" = kv-outer ] && echo mma)  # empty: the default index kernel
+  forced="MSA_GPU_ATTEND_KERNEL=$kernel${index:+ MSA_GPU_INDEX_KERNEL=$index}"
+  MSA_GPU_INDEX_KERNEL=$index MSA_GPU_ATTEND_KERNEL=$kernel step "conformance_$kernel" 600 \
+    "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_DIR/gtest_conformance_$kernel.json"
+  NOTES[-1]="$forced: $(gtest_note "$OUT_DIR/gtest_conformance_$kernel.json")"
+  MSA_GPU_INDEX_KERNEL=$index MSA_GPU_ATTEND_KERNEL=$kernel step "gpu_tests_$kernel" 600 \
+    "$BUILD/tests/gpu_backend_test" --gtest_filter='GpuBackend.LowPrecision*:GpuBackend.Decode*:GpuProperty.*' \
     --gtest_output=json:"$OUT_DIR/gtest_gpu_$kernel.json"
-  NOTES[-1]="MSA_GPU_ATTEND_KERNEL=$kernel: $(gtest_note "$OUT_DIR/gtest_gpu_$kernel.json")"
+  NOTES[-1]="$forced: $(gtest_note "$OUT_DIR/gtest_gpu_$kernel.json")"
 done
 
 MSA="$BUILD/oracle/msa"

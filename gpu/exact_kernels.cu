@@ -417,6 +417,17 @@ int MaxSharedBytes() {
   return bytes;
 }
 
+bool DeviceIsSm90() {
+  int device = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return major == 9 && minor == 0;  // sm_90a machine code runs on compute capability 9.0 only
+}
+
 bool ExactFits(int d, int dv, int di, int group_size) {
   const size_t limit = size_t(MaxSharedBytes());
   return PlanTokens(di, limit).tm > 0 && PlanAttend(d, dv, group_size, 1, limit).tk > 0;

@@ -197,18 +197,18 @@ int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t
   return std::min(nq, q_len);
 }
 
-// The max-pooling index kernel where BlockMaxScores fits: the mma.sync kernel (BlockMaxScores) unless
-// MSA_GPU_INDEX_KERNEL=wgmma asks for the Hopper one (BlockMaxScoresWgmma, the same bits; sm_90 only, never chosen
-// unforced until it has been measured). A forced kernel that does not fit (not an sm_90 device) leaves the
-// mma.sync kernel; "mma" forces it; any other value is refused.
+// The max-pooling index kernel where BlockMaxScores fits: the Hopper one (BlockMaxScoresWgmma) on compute
+// capability 9.0, the mma.sync one (BlockMaxScores) elsewhere; the two give the same bits (measured on the H200,
+// gpu/wgmma_index_first_run.sh). MSA_GPU_INDEX_KERNEL=mma|wgmma forces one (wgmma only where it fits); any other
+// value is refused.
 Status ChooseIndexKernel(int di, int bk, float scale, bool* use_wgmma) {
-  *use_wgmma = false;
+  *use_wgmma = BlockMaxScoresWgmmaFits(di, bk, scale);
   if (const char* forced = std::getenv("MSA_GPU_INDEX_KERNEL"); forced != nullptr && *forced != '\0') {
     const std::string name = forced;
     if (name != "wgmma" && name != "mma") {
       return InvalidArgument("MSA_GPU_INDEX_KERNEL is \"" + name + "\": expected wgmma or mma (or unset)");
     }
-    *use_wgmma = name == "wgmma" && BlockMaxScoresWgmmaFits(di, bk, scale);
+    *use_wgmma = *use_wgmma && name == "wgmma";
   }
   return Status::Ok();
 }

@@ -45,6 +45,9 @@ cudaError_t FillFloat(float* dst, int64_t n, float value);
 // ---- exact mode (FP64 canonical, SPEC section 4; compiled with --fmad=false) ----
 // How many shared-memory bytes a block may use (the opt-in limit of the current device).
 int MaxSharedBytes();
+// Whether the current device runs sm_90a machine code (compute capability 9.0: H100 / H200), where the wgmma
+// kernels are built.
+bool DeviceIsSm90();
 // Token scores of the chunk: scratch[row * ld + s] = CanonicalDot(index_q row, index_k[key_begin + s]) * scale
 // for s <= position(row) (other entries untouched). ld >= pos0 + nq.
 cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,

@@ -368,17 +368,6 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 #endif
 }
 
-bool DeviceIsSm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9 && minor == 0;  // sm_90a machine code runs on compute capability 9.0 only
-}
-
 cudaError_t PrepareWgmmaTiles(int lowp) {
   const auto kernel = lowp == kLowpBF16 ? WgmmaTileKernel<kLowpBF16> : WgmmaTileKernel<kLowpF16>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
