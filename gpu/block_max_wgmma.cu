@@ -13,8 +13,8 @@
 //   S = Q K^T  per tile and warpgroup 8 x wgmma m64n128k16, A from registers, B = the tile (descriptors), fp32
 //              accumulators zeroed first, k16 steps in ascending order: as the mma.sync kernel's c = 0,
 //              mma(k = 0), ..., mma(k = 7) (in SASS both first steps take the zero register RZ as C), so the
-//              same fp32 dot products, bit for bit, if HGMMA and HMMA.16816 round a k16 step alike (the repo's
-//              KV-outer wgmma tiles matched their mma.sync twin bit for bit).
+//              same fp32 dot products, bit for bit: HGMMA and HMMA.16816 round a k16 step alike (measured on
+//              the H200 by gpu/wgmma_index_first_run.sh, as for the KV-outer wgmma tiles).
 //   overlap    two accumulator sets: the wgmma of tile i + 1 is issued before the reduction of tile i
 //              (wgmma.wait_group 1), as FlashAttention-3 overlaps softmax with the next GEMM.
 //   reduction  per 64-key half of a tile (block_size is a multiple of 64, so a half never straddles two
