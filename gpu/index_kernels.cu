@@ -269,7 +269,7 @@ __device__ inline RankRow PlaceRankRow(const float* bs, const ChunkGeometry& g, 
   const int64_t t_local = row / g.hidx, r = row % g.hidx;
   p.local = (g.pos0 + t_local) / g.bk;
   p.init = g.init_blocks < p.local ? g.init_blocks : p.local;
-  p.scores = bs + row * g.max_blocks;
+  p.scores = bs != nullptr ? bs + row * g.max_blocks : nullptr;
   p.out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
   p.take = g.top_k - (p.init + 1);
   if (p.take > p.local - p.init) p.take = p.local - p.init;
@@ -310,18 +310,19 @@ __device__ inline void PopAndWriteRow(const RankRow& p, const ChunkGeometry& g, 
 }
 
 // docs:begin gpu-rank-topk-threshold
-// The best `take` (1..kCap) keys of the candidates [begin, end) of one row into the warp's lists (lane j: the
-// candidates begin + j, begin + j + 32, ...; each list sorted descending, 0-padded). Pass 1: every lane's
-// largest key m_j (0 if it has none). T = the take-th largest of the 32 m_j (lanes with m_j = 0 tie at the
-// bottom; T = 0 when fewer than `take` lanes hold candidates, i.e. when fewer than take candidates exist at all,
-// as lane j < n holds candidate j). There are `take` distinct candidates >= T (the m_j ranked above it), so the
-// take-th best candidate is >= T, and so is every key of the best `take`. Pass 2 re-reads the range (from L1/L2)
-// and inserts only keys >= T: on random scores about take + a few per row instead of the ~50 per LANE that
-// RankTopK inserts at 128 candidates per lane, and the insertion (about 100 instructions, warp-wide when any
-// lane inserts) was its cost. Each lane still keeps its best kCap >= take, so every key of the global best
-// `take` is in some list, and a later PopWarpMax sequence gives exactly RankTopK's order. Lanes keeping their
-// top 2 in pass 1 would tighten T (the take-th of 64 keys), but costs pass 1 an insertion per candidate and a
-// 64-key selection, for fewer than one key per lane that pass 2 would skip: not worth it.
+// ThresholdLists: the best `take` (1..kCap) keys of the candidates [begin, end) of one row into the warp's lists
+// (lane j: the candidates begin + j, begin + j + 32, ...; each list sorted descending, 0-padded).
+// Pass 1: every lane's largest key m_j (0 if it has none). T = the take-th largest of the 32 m_j (the lanes with
+// m_j = 0 tie at the bottom; T = 0 when fewer than `take` lanes hold candidates, which happens only when fewer
+// than `take` candidates exist, as lane j < n holds candidate j). The `take` lanes ranked at or above T hold
+// distinct candidates >= T, so the take-th best candidate is >= T, and so is every key of the best `take`.
+// Pass 2: only the lanes with m_j >= T (the others hold no key >= T) re-read their candidates (from L1/L2) and
+// insert the keys >= T: on random scores about take + a few per row, instead of the ~50 per LANE RankTopK
+// inserts at 128 candidates per lane (an insertion is about 100 instructions, warp-wide when any lane inserts).
+// Each lane keeps its best kCap >= take, so every key of the global best `take` is in some list, and `take`
+// PopWarpMax rounds give exactly RankTopK's order. Lanes keeping their top 2 in pass 1 would tighten T (the
+// take-th of 64 keys) at the cost of an insertion per candidate in pass 1 and a 64-key selection, to skip fewer
+// than one key per lane in pass 2: not worth it.
 template <int kCap>
 __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_t end, int take, int lane,
                                       unsigned long long (&list)[kCap]) {
@@ -344,8 +345,10 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
     const unsigned long long other = __shfl_xor_sync(kFullMask, threshold, offset);
     threshold = other < threshold ? other : threshold;
   }
+  // A lane whose maximum is below T holds no key >= T: it skips pass 2 (about half the lanes: half the re-reads).
+  const int64_t end2 = best >= threshold ? end : begin;
 #pragma unroll 4
-  for (int64_t b = begin + lane; b < end; b += 32) {
+  for (int64_t b = begin + lane; b < end2; b += 32) {
     unsigned long long key = RankKey(scores[b], b);
     if (key < threshold || key <= list[kCap - 1]) continue;
 #pragma unroll
@@ -364,14 +367,16 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
 // the candidates [init + s * per_split, init + (s + 1) * per_split) clipped to local, and writes its best
 // `take` keys, sorted descending and 0-padded (0 is below every real key), to
 // ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row.
+// Registers: 77 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 96 at kCap 32 (sm_90a, no spills).
 template <int kCap>
-__global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2) RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits,
-                                                               int64_t per_split, int32_t* topk,
-                                                               unsigned long long* ws) {
+__global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
+    RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
+                            unsigned long long* ws) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
-  const int64_t row = warp / splits, split = warp % splits;
-  if (row >= g.nq * g.hidx) return;  // whole warps
+  const int64_t rows = g.nq * g.hidx;
+  if (warp / splits >= rows) return;  // whole warps
+  const int64_t row = rows - 1 - warp / splits, split = warp % splits;  // the longest rows (latest queries) first
   const RankRow p = PlaceRankRow(bs, g, topk, row);
   unsigned long long list[kCap];
 #pragma unroll
@@ -398,8 +403,8 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2) RankTopKThresholdKern
 // `take` holds the row's best `take` (each of those is among its own split's best take), so the order is
 // RankTopK's.
 template <int kCap>
-__global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2) RankTopKMergeKernel(ChunkGeometry g, int splits,
-                                                           const unsigned long long* ws, int32_t* topk) {
+__global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
+    RankTopKMergeKernel(ChunkGeometry g, int splits, const unsigned long long* ws, int32_t* topk) {
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= g.nq * g.hidx) return;

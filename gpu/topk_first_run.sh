@@ -22,7 +22,16 @@ for f in sorted(glob.glob(os.path.join(out, "*.txt"))):
               f"{d['topk_ms']:10.4f} {d['index_ms']:10.3f} {d.get('topk_check', '?'):9} {d.get('topk_diff_entries', -1):5} "
               f"{d['bad_selection_rows']:8}")
     else:
-        print(f"{name:24} {rcs.get(name, '?'):>3} (no JSON: see {name}.txt)")
+        lines = [l.strip() for l in open(f, errors="replace") if "PASSED" in l or "FAILED" in l or "ERROR SUMMARY" in l]
+        print(f"{name:24} {rcs.get(name, '?'):>3} {' | '.join(lines[-3:]) or '(see ' + name + '.txt)'}")
+ms = {}
+for f in glob.glob(os.path.join(out, "*_warp.txt")) + glob.glob(os.path.join(out, "*_fast.txt")):
+    d = ([json.loads(l) for l in open(f, errors="replace") if l.startswith("{")] or [None])[-1]
+    if d and d.get("topk_ms", 0) > 0: ms[os.path.basename(f)[:-4]] = d["topk_ms"]
+for name in sorted(n[:-5] for n in ms if n.endswith("_warp")):
+    if name + "_fast" in ms:
+        w, t = ms[name + "_warp"], ms[name + "_fast"]
+        print(f"speedup {name:22} warp {w:9.4f} ms  fast {t:9.4f} ms  {w / t:6.2f}x")
 PY
 echo "topk_first_run: rc=$rc, $((SECONDS - T0)) s (outputs in $O)"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader; F=topk=fast
