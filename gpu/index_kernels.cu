@@ -316,8 +316,8 @@ __device__ inline void PopAndWriteRow(const RankRow& p, const ChunkGeometry& g, 
 // m_j = 0 tie at the bottom; T = 0 when fewer than `take` lanes hold candidates, which happens only when fewer
 // than `take` candidates exist, as lane j < n holds candidate j). The `take` lanes ranked at or above T hold
 // distinct candidates >= T, so the take-th best candidate is >= T, and so is every key of the best `take`.
-// Pass 2: only the lanes with m_j >= T (the others hold no key >= T) re-read their candidates (from L1/L2) and
-// insert the keys >= T: on random scores about take + a few per row, instead of the ~50 per LANE RankTopK
+// Pass 2: the lanes with m_j >= T (the others hold no key >= T and sit it out) re-read their candidates (from
+// L1/L2) and insert the keys >= T: on random scores about take + a few per row, instead of the ~50 per LANE RankTopK
 // inserts at 128 candidates per lane (an insertion is about 100 instructions, warp-wide when any lane inserts).
 // Each lane keeps its best kCap >= take, so every key of the global best `take` is in some list, and `take`
 // PopWarpMax rounds give exactly RankTopK's order. Lanes keeping their top 2 in pass 1 would tighten T (the
@@ -345,7 +345,7 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
     const unsigned long long other = __shfl_xor_sync(kFullMask, threshold, offset);
     threshold = other < threshold ? other : threshold;
   }
-  // A lane whose maximum is below T holds no key >= T: it skips pass 2 (about half the lanes: half the re-reads).
+  // A lane whose maximum is below T holds no key >= T: it sits pass 2 out (its loads and key math predicated off).
   const int64_t end2 = best >= threshold ? end : begin;
 #pragma unroll 4
   for (int64_t b = begin + lane; b < end2; b += 32) {
