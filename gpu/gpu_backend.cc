@@ -213,6 +213,22 @@ Status ChooseIndexKernel(int di, int bk, float scale, bool* use_wgmma) {
   return Status::Ok();
 }
 
+// The top-k kernel of the bf16/fp16 index branch where RankTopKFits: RankTopK ("warp", the default until
+// RankTopKThreshold has run on a device) or RankTopKThreshold ("fast": the same selection bit for bit, a threshold
+// filter, and rows split over several warps in decode; gpu/topk_first_run.sh). MSA_GPU_TOPK_KERNEL=fast|warp
+// forces one; any other value is refused.
+Status ChooseTopKKernel(bool* use_threshold) {
+  *use_threshold = false;
+  if (const char* forced = std::getenv("MSA_GPU_TOPK_KERNEL"); forced != nullptr && *forced != '\0') {
+    const std::string name = forced;
+    if (name != "fast" && name != "warp") {
+      return InvalidArgument("MSA_GPU_TOPK_KERNEL is \"" + name + "\": expected fast or warp (or unset)");
+    }
+    *use_threshold = name == "fast";
+  }
+  return Status::Ok();
+}
+
 Status SelectImpl(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
@@ -267,8 +283,14 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
   const double scale = config.IndexScale();
   const int pooling = int(config.pooling);
-  bool index_wgmma = false;
+  bool index_wgmma = false, topk_threshold = false;
   if (!exact) MSA_RETURN_IF_ERROR(ChooseIndexKernel(int(di), int(bk), float(scale), &index_wgmma));
+  if (!exact) MSA_RETURN_IF_ERROR(ChooseTopKKernel(&topk_threshold));
+  // RankTopKThreshold's split lists (decode shapes), sized for the largest chunk.
+  DeviceBuffer<unsigned char> topk_workspace;
+  const bool use_threshold = topk_threshold && RankTopKFits(int(top_k));
+  const size_t topk_workspace_bytes = use_threshold ? RankTopKThresholdWorkspaceBytes(max_rows, int(top_k)) : 0;
+  MSA_RETURN_IF_ERROR(topk_workspace.Allocate(int64_t(topk_workspace_bytes), "top-k split lists"));
   std::vector<double> host_bs_double;
   std::vector<float> host_bs_float;
   KernelTimer timer;
@@ -325,7 +347,10 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
                                                    float(scale), bs_float.get(), bad_row.get()));
         }
-        if (RankTopKFits(int(top_k))) {
+        if (use_threshold) {
+          MSA_CUDA_RETURN_IF_ERROR(RankTopKThreshold(bs_float.get(), g, topk_workspace.get(), topk_workspace_bytes,
+                                                     topk.get()));
+        } else if (RankTopKFits(int(top_k))) {
           MSA_CUDA_RETURN_IF_ERROR(RankTopK(bs_float.get(), g, topk.get()));
         } else {
           MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));

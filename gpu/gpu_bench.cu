@@ -11,12 +11,18 @@
 // index=wgmma the index branch is BlockMaxScoresWgmma; after the timed runs BlockMaxScores recomputes every chunk's
 // block scores on the same inputs into a second buffer (both poisoned alike first) and the two are compared bit for
 // bit ("index_check": "ok" or "MISMATCH", "index_diff_entries": the differing entries, bad-row flags included; exit
-// status 1 on a mismatch). Prints one JSON object.
+// status 1 on a mismatch). With topk=fast the top-k is RankTopKThreshold (its split lists in a workspace sized by
+// RankTopKThresholdWorkspaceBytes); in the warm-up repetition RankTopK also ranks every chunk's block scores into a
+// second selection buffer, and after the timed runs the two selections (the last repetition's and RankTopK's) are
+// compared entry for entry ("topk_check": "ok" or "MISMATCH", "topk_diff_entries"; the first differing row goes to
+// stderr; exit status 1 on a mismatch; "topk_splits": the splits of the first chunk's rows). Prints one JSON object.
 //
-//   gpu_bench prefill N [reps] [main=...] [index=...]                    one causal sequence of N tokens
-//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...]  B sequences of L keys, Q queries each (1)
+//   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...]                    one causal sequence of N tokens
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...]  B sequences of L keys, Q queries
+//                                                                                      each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
 //   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere)
+//   topk=warp (RankTopK, default) | fast (RankTopKThreshold, checked against RankTopK)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -173,6 +179,10 @@ const char* MainName(Main m) {
 enum class Index { kMma, kWgmma };
 const char* IndexName(Index i) { return i == Index::kMma ? "mma" : "wgmma"; }
 
+// The top-k kernel a run times.
+enum class TopK { kWarp, kThreshold };
+const char* TopKName(TopK t) { return t == TopK::kWarp ? "warp" : "fast"; }
+
 struct Result {
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
   float out_diff_vs_qouter = -1, lse_diff_vs_qouter = -1;    // -1: not compared (not KV-outer, or no room)
@@ -181,6 +191,9 @@ struct Result {
   float out_diff_vs_kvouter = -1, lse_diff_vs_kvouter = -1;  // -1: not compared (not KV-outer-wgmma, or no room)
   uint64_t bad_rows = 0, nonfinite = 0;
   int64_t index_diffs = -1;  // entries where BlockMaxScoresWgmma and BlockMaxScores differ; -1: not compared
+  TopK topk = TopK::kWarp;
+  int topk_splits = 1;       // RankTopKThreshold's splits of the first chunk
+  int64_t topk_diffs = -1;   // selection entries where RankTopKThreshold and RankTopK differ; -1: not compared
 };
 
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
@@ -190,6 +203,7 @@ struct Shape {
   bool main_named = false;  // main=... given: no fallback from kv-outer-wgmma
   Index index = Index::kWgmma;
   bool index_named = false;  // index=... given: no fallback from wgmma
+  TopK topk = TopK::kWarp;
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
@@ -275,6 +289,12 @@ Result Run(Shape shape, int reps) {
       BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row));
     }
   };
+  // RankTopKThreshold's split lists, and RankTopK's selection on the same block scores (topk=fast).
+  const bool threshold = shape.topk == TopK::kThreshold;
+  const size_t topk_ws_bytes = threshold ? RankTopKThresholdWorkspaceBytes(nq_chunk * kHkv, kTopK) : 0;
+  void* topk_ws = topk_ws_bytes > 0 ? static_cast<void*>(Allocate<unsigned char>(int64_t(topk_ws_bytes))) : nullptr;
+  int32_t* topk_ref = threshold ? Allocate<int32_t>(kHkv * total_q * kTopK) : nullptr;  // [Hidx, total_q, top_k]
+  if (threshold) BENCH_CHECK(cudaMemset(topk_ref, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
   void* workspace = shape.kv_outer() ? static_cast<void*>(Allocate<unsigned char>(int64_t(plan.bytes))) : nullptr;
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -307,8 +327,13 @@ Result Run(Shape shape, int reps) {
       block_max(g, bs, flags);
       index_timer.End();
       topk_timer.Begin();
-      BENCH_CHECK(RankTopK(bs, g, topk));
+      if (threshold) {
+        BENCH_CHECK(RankTopKThreshold(bs, g, topk_ws, topk_ws_bytes, topk));
+      } else {
+        BENCH_CHECK(RankTopK(bs, g, topk));
+      }
       topk_timer.End();
+      if (threshold && rep == -1) BENCH_CHECK(RankTopK(bs, g, topk_ref));  // the reference twin, untimed
     }
     main_timer.Begin();
     main_branch(nullptr);
@@ -323,6 +348,37 @@ Result Run(Shape shape, int reps) {
   Result result;
   result.main = shape.main;
   result.index = shape.index;
+  result.topk = shape.topk;
+  if (threshold) {  // the last repetition's selection against RankTopK's, entry for entry
+    result.topk_splits = RankTopKThresholdSplits(chunks.front(), topk_ws_bytes);
+    const int64_t n = kHkv * total_q * kTopK;
+    unsigned long long* check = Allocate<unsigned long long>(2);  // differing entries, the first one
+    BENCH_CHECK(cudaMemset(check, 0, 8));
+    BENCH_CHECK(cudaMemset(check + 1, 0xff, 8));
+    CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(topk), reinterpret_cast<const uint32_t*>(topk_ref),
+                                 n, check);
+    BENCH_CHECK(cudaGetLastError());
+    unsigned long long host_check[2];
+    BENCH_CHECK(cudaMemcpy(host_check, check, sizeof host_check, cudaMemcpyDeviceToHost));
+    result.topk_diffs = int64_t(host_check[0]);
+    if (host_check[0] > 0) {
+      const int64_t row = int64_t(host_check[1]) / kTopK;  // [Hidx, total_q] row
+      int32_t got[kTopK], want[kTopK];
+      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
+      BENCH_CHECK(cudaMemcpy(want, topk_ref + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
+      std::string got_text, want_text;
+      for (int i = 0; i < kTopK; ++i) {
+        got_text += " " + std::to_string(got[i]);
+        want_text += " " + std::to_string(want[i]);
+      }
+      std::fprintf(stderr,
+                   "gpu_bench: topk MISMATCH: %llu entries; first in group %lld, query %lld (position %lld):\n"
+                   "  fast:%s\n  warp:%s\n",
+                   host_check[0], (long long)(row / total_q), (long long)(row % total_q),
+                   (long long)(pos0 + (row % total_q) % q_len), got_text.c_str(), want_text.c_str());
+    }
+    BENCH_CHECK(cudaFree(check));
+  }
   result.index_ms = Median(index_ms);
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
@@ -427,7 +483,7 @@ Result Run(Shape shape, int reps) {
                   static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(bs), static_cast<void*>(topk),
                   static_cast<void*>(out), static_cast<void*>(lse), static_cast<void*>(flags),
                   static_cast<void*>(d_position), static_cast<void*>(d_key_begin), static_cast<void*>(d_first_block),
-                  workspace}) {
+                  workspace, topk_ws, static_cast<void*>(topk_ref)}) {
     if (p != nullptr) BENCH_CHECK(cudaFree(p));
   }
   BENCH_CHECK(cudaStreamDestroy(stream));
@@ -453,9 +509,10 @@ int main(int argc, char** argv) {
   using namespace msa::gpu;
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]\n"
+                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]"
+                 " [topk=warp|fast]\n"
                  "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
-                 " [index=mma|wgmma]\n");
+                 " [index=mma|wgmma] [topk=warp|fast]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -474,6 +531,8 @@ int main(int argc, char** argv) {
     else if (arg == "main=kv-outer") shape.main = Main::kKvOuter, shape.main_named = true;
     else if (arg == "index=wgmma") shape.index = Index::kWgmma, shape.index_named = true;
     else if (arg == "index=mma") shape.index = Index::kMma, shape.index_named = true;
+    else if (arg == "topk=warp") shape.topk = TopK::kWarp;
+    else if (arg == "topk=fast") shape.topk = TopK::kThreshold;
     else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
       return 2;
@@ -509,6 +568,9 @@ int main(int argc, char** argv) {
                             : r.index_diffs < 0          ? "not compared"
                             : index_ok                   ? "ok"
                                                          : "MISMATCH";
+  // RankTopKThreshold against RankTopK: the same selection entry for entry (both exact, the same order).
+  const bool topk_ok = r.topk != TopK::kThreshold || r.topk_diffs == 0;
+  const char* topk_check = r.topk != TopK::kThreshold ? "not run" : topk_ok ? "ok" : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
@@ -517,11 +579,13 @@ int main(int argc, char** argv) {
       "\"lse_diff_vs_kvouter\": %.3e, \"wgmma_check\": \"%s\", \"total_ms\": %.4f, \"index_flops\": %.6e, "
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
-      "\"index_diff_entries\": %lld}\n",
+      "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_splits\": %d, \"topk_check\": \"%s\", "
+      "\"topk_diff_entries\": %lld}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       IndexName(r.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
       r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs);
-  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok ? 0 : 1;
+      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk), r.topk_splits,
+      topk_check, (long long)r.topk_diffs);
+  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok ? 0 : 1;
 }

@@ -1,6 +1,7 @@
 // Index branch of the low-precision mode at tensor-core speed (issue 6): block maxima of index_q . index_k
 // computed tile by tile with mma.sync m16n8k16 (fed by cp.async and ldmatrix), never materializing the token
 // scores, and an exp-free top-k with one warp per row. Both are deterministic (no atomics on values).
+#include <algorithm>
 #include <cmath>
 
 #include "gpu/kernels.h"
@@ -255,6 +256,182 @@ __global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) 
 }
 // docs:end gpu-rank-topk
 
+// ---- RankTopKThreshold: the same selection as RankTopK, bit for bit, with a threshold filter ----
+// Where a row is and what it ranks: candidates [init, local), `take` of them picked.
+struct RankRow {
+  int64_t local = 0, init = 0, take = 0;
+  const float* scores = nullptr;  // [max_blocks] of the row
+  int32_t* out = nullptr;         // [top_k] of the row in topk [Hidx, total_q, top_k]
+};
+
+__device__ inline RankRow PlaceRankRow(const float* bs, const ChunkGeometry& g, int32_t* topk, int64_t row) {
+  RankRow p;
+  const int64_t t_local = row / g.hidx, r = row % g.hidx;
+  p.local = (g.pos0 + t_local) / g.bk;
+  p.init = g.init_blocks < p.local ? g.init_blocks : p.local;
+  p.scores = bs != nullptr ? bs + row * g.max_blocks : nullptr;
+  p.out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
+  p.take = g.top_k - (p.init + 1);
+  if (p.take > p.local - p.init) p.take = p.local - p.init;
+  return p;
+}
+
+// The warp's best key over the lanes' list heads; the lane holding it (keys are unique) shifts its list.
+template <int kCap>
+__device__ inline unsigned long long PopWarpMax(unsigned long long (&list)[kCap]) {
+  unsigned long long winner = list[0];
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_xor_sync(kFullMask, winner, offset);
+    winner = other > winner ? other : winner;
+  }
+  if (list[0] == winner) {
+#pragma unroll
+    for (int i = 0; i + 1 < kCap; ++i) list[i] = list[i + 1];
+    list[kCap - 1] = 0;
+  }
+  return winner;
+}
+
+// `take` pops written as block ids, then the init blocks, the local block and -1 padding (RankTopK's tail).
+template <int kCap>
+__device__ inline void PopAndWriteRow(const RankRow& p, const ChunkGeometry& g, int lane,
+                                      unsigned long long (&list)[kCap]) {
+  for (int64_t slot = 0; slot < p.take; ++slot) {
+    const unsigned long long winner = PopWarpMax(list);
+    if (lane == 0) p.out[slot] = int32_t(0xffffffffu - static_cast<uint32_t>(winner));
+  }
+  if (lane == 0) {
+    int64_t slot = p.take > 0 ? p.take : 0;
+    for (int64_t b = 0; b < p.init; ++b) p.out[slot++] = int32_t(b);
+    p.out[slot++] = int32_t(p.local);
+    while (slot < g.top_k) p.out[slot++] = -1;
+  }
+}
+
+// docs:begin gpu-rank-topk-threshold
+// ThresholdLists: the best `take` (1..kCap) keys of the candidates [begin, end) of one row into the warp's lists
+// (lane j: the candidates begin + j, begin + j + 32, ...; each list sorted descending, 0-padded).
+// Pass 1: every lane's largest key m_j (0 if it has none). T = the take-th largest of the 32 m_j (the lanes with
+// m_j = 0 tie at the bottom; T = 0 when fewer than `take` lanes hold candidates, which happens only when fewer
+// than `take` candidates exist, as lane j < n holds candidate j). The `take` lanes ranked at or above T hold
+// distinct candidates >= T, so the take-th best candidate is >= T, and so is every key of the best `take`.
+// Pass 2: the lanes with m_j >= T (the others hold no key >= T and sit it out) re-read their candidates (from
+// L1/L2) and insert the keys >= T: on random scores about take + a few per row, instead of the ~50 per LANE RankTopK
+// inserts at 128 candidates per lane (an insertion is about 100 instructions, warp-wide when any lane inserts).
+// Each lane keeps its best kCap >= take, so every key of the global best `take` is in some list, and `take`
+// PopWarpMax rounds give exactly RankTopK's order. Lanes keeping their top 2 in pass 1 would tighten T (the
+// take-th of 64 keys) at the cost of an insertion per candidate in pass 1 and a 64-key selection, to skip fewer
+// than one key per lane in pass 2: not worth it.
+template <int kCap>
+__device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_t end, int take, int lane,
+                                      unsigned long long (&list)[kCap]) {
+  unsigned long long best = 0;
+#pragma unroll 4
+  for (int64_t b = begin + lane; b < end; b += 32) {
+    const unsigned long long key = RankKey(scores[b], b);
+    best = key > best ? key : best;
+  }
+  // above: lanes whose maximum beats this lane's (zeros tie); T = the smallest maximum ranked below `take`.
+  int above = 0;
+#pragma unroll
+  for (int i = 1; i < 32; ++i) {
+    const unsigned long long other = __shfl_sync(kFullMask, best, (lane + i) & 31);
+    above += other > best;
+  }
+  unsigned long long threshold = above < take ? best : ~0ull;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_xor_sync(kFullMask, threshold, offset);
+    threshold = other < threshold ? other : threshold;
+  }
+  // A lane whose maximum is below T holds no key >= T: it sits pass 2 out (its loads and key math predicated off).
+  const int64_t end2 = best >= threshold ? end : begin;
+#pragma unroll 4
+  for (int64_t b = begin + lane; b < end2; b += 32) {
+    unsigned long long key = RankKey(scores[b], b);
+    if (key < threshold || key <= list[kCap - 1]) continue;
+#pragma unroll
+    for (int i = 0; i < kCap; ++i) {
+      if (key > list[i]) {
+        const unsigned long long moved = list[i];
+        list[i] = key;
+        key = moved;
+      }
+    }
+  }
+}
+
+// RankTopKThresholdKernel: one warp per (row, split). splits == 1: the warp ranks the whole row with
+// ThresholdLists and writes it as RankTopK does. splits > 1 (few rows, many candidates: decode): split s takes
+// the candidates [init + s * per_split, init + (s + 1) * per_split) clipped to local, and writes its best
+// `take` keys, sorted descending and 0-padded (0 is below every real key), to
+// ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row.
+// Registers: 77 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 96 at kCap 32 (sm_90a, no spills).
+template <int kCap>
+__global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
+    RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
+                            unsigned long long* ws) {
+  const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t rows = g.nq * g.hidx;
+  if (warp / splits >= rows) return;  // whole warps
+  const int64_t row = rows - 1 - warp / splits, split = warp % splits;  // the longest rows (latest queries) first
+  const RankRow p = PlaceRankRow(bs, g, topk, row);
+  unsigned long long list[kCap];
+#pragma unroll
+  for (int i = 0; i < kCap; ++i) list[i] = 0;
+  if (p.take > 0) {
+    const int64_t begin = splits == 1 ? p.init : p.init + split * per_split;
+    int64_t end = splits == 1 ? p.local : begin + per_split;
+    if (end > p.local) end = p.local;
+    ThresholdLists(p.scores, begin, end, int(p.take), lane, list);
+  }
+  if (splits == 1) {
+    PopAndWriteRow(p, g, lane, list);
+    return;
+  }
+  unsigned long long* dst = ws + (row * splits + split) * int64_t(g.top_k);
+  for (int64_t slot = 0; slot < p.take; ++slot) {
+    const unsigned long long winner = PopWarpMax(list);
+    if (lane == 0) dst[slot] = winner;
+  }
+}
+
+// RankTopKMergeKernel: one warp per row; lane s < splits loads split s's sorted list as its own list (already
+// in order: no insertion), then `take` PopWarpMax rounds and RankTopK's tail. The union of the splits' best
+// `take` holds the row's best `take` (each of those is among its own split's best take), so the order is
+// RankTopK's.
+template <int kCap>
+__global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
+    RankTopKMergeKernel(ChunkGeometry g, int splits, const unsigned long long* ws, int32_t* topk) {
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= g.nq * g.hidx) return;
+  const RankRow p = PlaceRankRow(nullptr, g, topk, row);
+  unsigned long long list[kCap];
+  const unsigned long long* src = ws + (row * splits + lane) * int64_t(g.top_k);
+#pragma unroll
+  for (int i = 0; i < kCap; ++i) list[i] = lane < splits && i < p.take ? src[i] : 0;
+  PopAndWriteRow(p, g, lane, list);
+}
+// docs:end gpu-rank-topk-threshold
+
+constexpr int kTopKThreads = 256;
+constexpr int kMinPerSplit = 256;  // candidates per split warp at least (8 per lane)
+constexpr int kMaxSplits = 32;     // one merge lane per split
+
+// Warps that fill the device: about 2 waves of 8-warp CTAs, one per SM each.
+int TopKTargetWarps() {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  return 16 * sms;
+}
+
 template <int kLowp, int kMTiles>
 cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
                            float* bs, unsigned long long* bad_row) {
@@ -311,6 +488,53 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk) {
     RankTopKKernel<16><<<grid, kThreads>>>(bs, g, topk);
   } else {
     RankTopKKernel<32><<<grid, kThreads>>>(bs, g, topk);
+  }
+  return cudaGetLastError();
+}
+
+
+size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
+  if (max_rows <= 0 || top_k <= 0) return 0;
+  const int64_t target = TopKTargetWarps();
+  // Split only below `target` rows, with splits <= min(32, ceil(target / rows)): rows * splits < 2 * target.
+  const int64_t lists = std::min<int64_t>(max_rows * kMaxSplits, 2 * target);
+  return size_t(lists) * size_t(top_k) * sizeof(unsigned long long);
+}
+
+int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes) {
+  const int64_t rows = g.nq * g.hidx;
+  const int64_t target = TopKTargetWarps();
+  if (rows <= 0 || rows >= target || g.top_k <= 0) return 1;
+  const int64_t last_local = (g.pos0 + g.nq - 1) / g.bk;
+  const int64_t init = std::min<int64_t>(g.init_blocks, last_local);
+  const int64_t n = last_local - init;  // the most candidates of any row of the chunk (its last query)
+  int64_t splits = std::min<int64_t>({kMaxSplits, (target + rows - 1) / rows, (n + kMinPerSplit - 1) / kMinPerSplit});
+  const int64_t fit = int64_t(workspace_bytes / (size_t(rows) * size_t(g.top_k) * sizeof(unsigned long long)));
+  splits = std::min(splits, fit);
+  return splits > 1 ? int(splits) : 1;
+}
+
+cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* workspace, size_t workspace_bytes,
+                              int32_t* topk, cudaStream_t stream) {
+  const int64_t rows = g.nq * g.hidx;
+  if (rows <= 0) return cudaSuccess;
+  if (!RankTopKFits(g.top_k)) return cudaErrorInvalidValue;
+  const int splits = workspace != nullptr ? RankTopKThresholdSplits(g, workspace_bytes) : 1;
+  int64_t per_split = 0;
+  if (splits > 1) {
+    const int64_t last_local = (g.pos0 + g.nq - 1) / g.bk;
+    const int64_t n = last_local - std::min<int64_t>(g.init_blocks, last_local);
+    per_split = (n + splits - 1) / splits;
+  }
+  auto* ws = static_cast<unsigned long long*>(workspace);
+  const unsigned grid = unsigned((rows * splits * 32 + kTopKThreads - 1) / kTopKThreads);
+  const unsigned merge_grid = unsigned((rows * 32 + kTopKThreads - 1) / kTopKThreads);
+  if (g.top_k <= 17) {
+    RankTopKThresholdKernel<16><<<grid, kTopKThreads, 0, stream>>>(bs, g, splits, per_split, topk, ws);
+    if (splits > 1) RankTopKMergeKernel<16><<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);
+  } else {
+    RankTopKThresholdKernel<32><<<grid, kTopKThreads, 0, stream>>>(bs, g, splits, per_split, topk, ws);
+    if (splits > 1) RankTopKMergeKernel<32><<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);
   }
   return cudaGetLastError();
 }

@@ -1,6 +1,6 @@
 // The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
-// Every launcher enqueues on the default stream (KvOuterAttend: on its `stream`) and returns cudaGetLastError()
-// after its launches.
+// Every launcher enqueues on the default stream (KvOuterAttend, RankTopKThreshold: on their `stream`) and returns
+// cudaGetLastError() after its launches.
 //
 // Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
 //   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
@@ -107,6 +107,23 @@ cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_
 // Needs RankTopKFits(top_k).
 bool RankTopKFits(int top_k);
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk);
+// The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init
+// blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
+// then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one warp
+// per row, one launch. Few rows with many candidates (decode: fewer rows than about 16 warps per SM): each row's
+// candidates are split over up to 32 warps (at least 256 candidates each), each split writes its best `take`
+// keys to `workspace` ([rows, splits, top_k] 64-bit keys), and a second launch merges them, one warp per row.
+// Needs RankTopKFits(g.top_k) (cudaErrorInvalidValue otherwise, nothing enqueued). workspace: device memory of
+// workspace_bytes, or nullptr (then never split); RankTopKThresholdSplits says how many splits a chunk gets from
+// it (fewer where it is too small; 1: the one-launch kernel, the workspace untouched). Both launches go on
+// `stream`, allocate nothing and never wait on the host, so they can be captured in a CUDA graph; the workspace
+// must not be shared with work running concurrently.
+// RankTopKThresholdWorkspaceBytes(max_rows, top_k): enough for any chunk of at most max_rows = nq * Hidx rows on
+// the current device (at most 2 * 16 * SMs * top_k * 8 bytes: about 1.1 MB on an H200 at top_k 33).
+size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k);
+int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes);
+cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* workspace, size_t workspace_bytes,
+                              int32_t* topk, cudaStream_t stream = nullptr);
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);

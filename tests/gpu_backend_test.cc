@@ -410,6 +410,107 @@ TEST(GpuBackend, AnUnknownForcedIndexKernelIsRefused) {
   EXPECT_NE(status.message().find("\"wgmma2\""), std::string::npos) << status.message();
 }
 
+// Cases for RankTopKThreshold's paths (gpu/index_kernels.cu): few rows over many candidates, so a chunk's rows are
+// split over several warps (RankTopKThresholdSplits: fewer rows than 16 warps per SM, at least 256 candidates per
+// split, up to 32 splits) and merged; exact ties in bulk (few_valued_index, as TiedBlockMaxCases); rows with fewer
+// candidates than the selection takes, and init blocks. Di 16, Bk a multiple of 64 and top_k <= 33 send them to
+// BlockMaxScores and the RankTopK family (SelectImpl).
+std::vector<TestCase> TopKSplitCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec, bool tied) {
+    spec.few_valued_index = tied;
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  // Bk 64, top_k 16: 1, 4 and 2 queries (2, 8 and 4 rows) over 4687, 3125 and 625 blocks: 19, 13 and 3 splits.
+  add("topk_split", MakeSpec(4, 2, 16, 64, 16, 0, Pooling::kMax, {{1, 300000}, {4, 200000}, {2, 40000}},
+                             DType::kBF16, 501), false);
+  // The same shapes with exact ties everywhere: the splits' lists and the merge must keep block id order.
+  add("topk_split_tied", MakeSpec(4, 2, 16, 64, 16, 0, Pooling::kMax, {{1, 300000}, {4, 200000}, {2, 40000}},
+                                  DType::kBF16, 502), true);
+  // Bk 128, top_k 33 (32-key lists), one init block, one index head: 3125 and 546 blocks (13 and 3 splits).
+  add("topk_split_tied", MakeSpec(4, 1, 16, 128, 33, 1, Pooling::kMax, {{3, 400000}, {1, 70000}}, DType::kBF16, 503),
+      true);
+  // Fewer candidates than the selection takes (and fewer than 32 lanes), two init blocks: 1 to 11 blocks.
+  add("topk_short", MakeSpec(4, 2, 16, 64, 16, 2, Pooling::kMax, {{40, 40}, {5, 700}, {3, 130}, {1, 64}},
+                             DType::kBF16, 504), true);
+  add("topk_short", MakeSpec(4, 1, 16, 64, 33, 0, Pooling::kMax, {{70, 1000}, {2, 2100}}, DType::kBF16, 505), false);
+  return cases;
+}
+
+// Runs without a device: TopKSplitCases are valid problems, and in the tied ones exact ties decide most selection
+// rows (by the FP64 reference alone, as TiedBlockMaxCasesHaveExactTiesThatDecideTheSelection).
+TEST(GpuBackend, TopKSplitCasesAreValidAndTheTiedOnesAreDecidedByTies) {
+  for (const TestCase& test_case : TopKSplitCases()) {
+    const Problem problem = GenerateProblem(test_case.spec);
+    Outputs reference;
+    const Status status = RunBackend(*FindBackend("reference"), problem, &reference);
+    ASSERT_TRUE(status.ok()) << test_case.name << ": " << status.message();
+    // topk_short rows keep every candidate: nothing for a tie to decide there.
+    if (!test_case.spec.few_valued_index || test_case.name.rfind("topk_split_tied", 0) != 0) continue;
+    const TieRows ties = FindTieRows(problem, reference);
+    const int64_t rows = int64_t(ties.exact.size());
+    EXPECT_EQ(ties.exact_rows, rows) << test_case.name;
+    EXPECT_GE(ties.tie_decided_rows, rows / 2) << test_case.name;
+    std::printf("%s: %lld of %lld rows decided by ties\n", test_case.name.c_str(),
+                static_cast<long long>(ties.tie_decided_rows), static_cast<long long>(rows));
+  }
+}
+
+// The gpu's outputs of `problem` with MSA_GPU_TOPK_KERNEL=kernel (gpu_backend.cc ChooseTopKKernel).
+Status RunWithTopKKernel(const Problem& problem, const char* kernel, Outputs* outputs) {
+  const ScopedEnv env("MSA_GPU_TOPK_KERNEL", kernel);
+  return RunBackend(*Gpu(), problem, outputs);
+}
+
+// MSA_GPU_TOPK_KERNEL=fast (RankTopKThreshold: the threshold filter, split rows and their merge) gives RankTopK's
+// selection entry for entry, hence the same bits everywhere, on every max-pooling case (canonical, large, tied)
+// and on TopKSplitCases, at bf16 and fp16.
+TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
+  MSA_REQUIRE_GPU();
+  std::vector<TestCase> cases;
+  for (TestCase& c : AllCases()) {
+    if (c.spec.config.pooling == Pooling::kMax) cases.push_back(std::move(c));
+  }
+  for (TestCase& c : TiedBlockMaxCases()) cases.push_back(std::move(c));
+  for (TestCase& c : TopKSplitCases()) cases.push_back(std::move(c));
+  int64_t compared = 0;
+  for (const TestCase& test_case : cases) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      Outputs warp, fast;
+      const Status warp_status = RunWithTopKKernel(problem, "warp", &warp);
+      const Status fast_status = RunWithTopKKernel(problem, "fast", &fast);
+      ASSERT_TRUE(warp_status.ok()) << what << ": " << warp_status.message();
+      ASSERT_TRUE(fast_status.ok()) << what << ": " << fast_status.message();
+      const int64_t top_k = problem.config.top_k, rows = int64_t(warp.topk_indices.size()) / top_k;
+      int64_t differing_rows = 0;
+      for (int64_t row = 0; row < rows; ++row) {
+        if (SameRow(warp.topk_indices, fast.topk_indices, row, top_k)) continue;
+        if (++differing_rows > 8) continue;  // list the first 8
+        ADD_FAILURE() << what << ", selection row " << row << "\n  warp:" << FormatRow(warp.topk_indices, row, top_k)
+                      << "\n  fast:" << FormatRow(fast.topk_indices, row, top_k);
+      }
+      EXPECT_EQ(differing_rows, 0) << what;
+      ExpectSameBits(warp, fast, what + ", fast vs warp top-k kernel");
+      ++compared;
+    }
+  }
+  std::printf("fast vs warp top-k kernel: %lld runs compared\n", static_cast<long long>(compared));
+}
+
+// MSA_GPU_TOPK_KERNEL with a misspelt value is refused with the value named, not silently ignored.
+TEST(GpuBackend, AnUnknownForcedTopKKernelIsRefused) {
+  MSA_REQUIRE_GPU();
+  Problem problem = GenerateProblem(AllCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  Outputs gpu;
+  const Status status = RunWithTopKKernel(problem, "threshold", &gpu);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("\"threshold\""), std::string::npos) << status.message();
+}
+
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
   MSA_REQUIRE_GPU();
   const TestCase test_case = LargeCases().front();
