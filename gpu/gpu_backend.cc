@@ -213,18 +213,20 @@ Status ChooseIndexKernel(int di, int bk, float scale, bool* use_wgmma) {
   return Status::Ok();
 }
 
-// The top-k kernel of the bf16/fp16 index branch where RankTopKFits: RankTopK ("warp", the default until
-// RankTopKThreshold has run on a device) or RankTopKThreshold ("fast": the same selection bit for bit, a threshold
-// filter, and rows split over several warps in decode; gpu/topk_first_run.sh). MSA_GPU_TOPK_KERNEL=fast|warp
-// forces one; any other value is refused.
-Status ChooseTopKKernel(bool* use_threshold) {
-  *use_threshold = false;
+// The top-k kernel of the bf16/fp16 index branch where RankTopKFits: RankTopK ("warp") or RankTopKThreshold
+// ("fast": the same selection bit for bit, a threshold filter, and rows split over several warps in decode;
+// measured on the H200 by gpu/topk_first_run.sh), chosen per chunk by RankTopKThresholdPaysOff unless
+// MSA_GPU_TOPK_KERNEL=fast|warp forces one; any other value is refused.
+enum class TopKKernel { kByShape, kWarp, kThreshold };
+
+Status ChooseTopKKernel(TopKKernel* kernel) {
+  *kernel = TopKKernel::kByShape;
   if (const char* forced = std::getenv("MSA_GPU_TOPK_KERNEL"); forced != nullptr && *forced != '\0') {
     const std::string name = forced;
     if (name != "fast" && name != "warp") {
       return InvalidArgument("MSA_GPU_TOPK_KERNEL is \"" + name + "\": expected fast or warp (or unset)");
     }
-    *use_threshold = name == "fast";
+    *kernel = name == "fast" ? TopKKernel::kThreshold : TopKKernel::kWarp;
   }
   return Status::Ok();
 }
@@ -283,13 +285,14 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 
   const double scale = config.IndexScale();
   const int pooling = int(config.pooling);
-  bool index_wgmma = false, topk_threshold = false;
+  bool index_wgmma = false;
+  TopKKernel topk_kernel = TopKKernel::kWarp;
   if (!exact) MSA_RETURN_IF_ERROR(ChooseIndexKernel(int(di), int(bk), float(scale), &index_wgmma));
-  if (!exact) MSA_RETURN_IF_ERROR(ChooseTopKKernel(&topk_threshold));
+  if (!exact) MSA_RETURN_IF_ERROR(ChooseTopKKernel(&topk_kernel));
   // RankTopKThreshold's split lists (decode shapes), sized for the largest chunk.
   DeviceBuffer<unsigned char> topk_workspace;
-  const bool use_threshold = topk_threshold && RankTopKFits(int(top_k));
-  const size_t topk_workspace_bytes = use_threshold ? RankTopKThresholdWorkspaceBytes(max_rows, int(top_k)) : 0;
+  const bool may_threshold = topk_kernel != TopKKernel::kWarp && RankTopKFits(int(top_k));
+  const size_t topk_workspace_bytes = may_threshold ? RankTopKThresholdWorkspaceBytes(max_rows, int(top_k)) : 0;
   MSA_RETURN_IF_ERROR(topk_workspace.Allocate(int64_t(topk_workspace_bytes), "top-k split lists"));
   std::vector<double> host_bs_double;
   std::vector<float> host_bs_float;
@@ -347,7 +350,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
                                                    float(scale), bs_float.get(), bad_row.get()));
         }
-        if (use_threshold) {
+        if (may_threshold && (topk_kernel == TopKKernel::kThreshold || RankTopKThresholdPaysOff(g))) {
           MSA_CUDA_RETURN_IF_ERROR(RankTopKThreshold(bs_float.get(), g, topk_workspace.get(), topk_workspace_bytes,
                                                      topk.get()));
         } else if (RankTopKFits(int(top_k))) {

@@ -11,18 +11,20 @@
 // index=wgmma the index branch is BlockMaxScoresWgmma; after the timed runs BlockMaxScores recomputes every chunk's
 // block scores on the same inputs into a second buffer (both poisoned alike first) and the two are compared bit for
 // bit ("index_check": "ok" or "MISMATCH", "index_diff_entries": the differing entries, bad-row flags included; exit
-// status 1 on a mismatch). With topk=fast the top-k is RankTopKThreshold (its split lists in a workspace sized by
-// RankTopKThresholdWorkspaceBytes); in the warm-up repetition RankTopK also ranks every chunk's block scores into a
-// second selection buffer, and after the timed runs the two selections (the last repetition's and RankTopK's) are
+// status 1 on a mismatch). The top-k is RankTopKThreshold on the chunks where RankTopKThresholdPaysOff (topk=fast:
+// on every chunk; its split lists in a workspace sized by RankTopKThresholdWorkspaceBytes), RankTopK elsewhere;
+// whenever RankTopKThreshold may run, RankTopK also ranks every chunk's block scores into a second selection buffer
+// in the warm-up repetition, and after the timed runs the two selections (the last repetition's and RankTopK's) are
 // compared entry for entry ("topk_check": "ok" or "MISMATCH", "topk_diff_entries"; the first differing row goes to
-// stderr; exit status 1 on a mismatch; "topk_splits": the splits of the first chunk's rows). Prints one JSON object.
+// stderr; exit status 1 on a mismatch; "topk_threshold_chunks": the chunks RankTopKThreshold ranked,
+// "topk_splits": the splits of the last chunk's rows there, 0 where RankTopK ranked it). Prints one JSON object.
 //
 //   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...]                    one causal sequence of N tokens
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...]  B sequences of L keys, Q queries
 //                                                                                      each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
 //   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere)
-//   topk=warp (RankTopK, default) | fast (RankTopKThreshold, checked against RankTopK)
+//   topk=by-shape (default, see above) | warp (RankTopK) | fast (RankTopKThreshold on every chunk)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -180,8 +182,8 @@ enum class Index { kMma, kWgmma };
 const char* IndexName(Index i) { return i == Index::kMma ? "mma" : "wgmma"; }
 
 // The top-k kernel a run times.
-enum class TopK { kWarp, kThreshold };
-const char* TopKName(TopK t) { return t == TopK::kWarp ? "warp" : "fast"; }
+enum class TopK { kByShape, kWarp, kThreshold };
+const char* TopKName(TopK t) { return t == TopK::kByShape ? "by-shape" : t == TopK::kWarp ? "warp" : "fast"; }
 
 struct Result {
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
@@ -191,8 +193,9 @@ struct Result {
   float out_diff_vs_kvouter = -1, lse_diff_vs_kvouter = -1;  // -1: not compared (not KV-outer-wgmma, or no room)
   uint64_t bad_rows = 0, nonfinite = 0;
   int64_t index_diffs = -1;  // entries where BlockMaxScoresWgmma and BlockMaxScores differ; -1: not compared
-  TopK topk = TopK::kWarp;
-  int topk_splits = 1;       // RankTopKThreshold's splits of the first chunk
+  TopK topk = TopK::kByShape;
+  int64_t topk_threshold_chunks = 0;  // chunks RankTopKThreshold ranked
+  int topk_splits = 0;       // RankTopKThreshold's splits of the last chunk (0: RankTopK ranked it)
   int64_t topk_diffs = -1;   // selection entries where RankTopKThreshold and RankTopK differ; -1: not compared
 };
 
@@ -203,7 +206,7 @@ struct Shape {
   bool main_named = false;  // main=... given: no fallback from kv-outer-wgmma
   Index index = Index::kWgmma;
   bool index_named = false;  // index=... given: no fallback from wgmma
-  TopK topk = TopK::kWarp;
+  TopK topk = TopK::kByShape;
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
@@ -290,7 +293,10 @@ Result Run(Shape shape, int reps) {
     }
   };
   // RankTopKThreshold's split lists, and RankTopK's selection on the same block scores (topk=fast).
-  const bool threshold = shape.topk == TopK::kThreshold;
+  const bool threshold = shape.topk != TopK::kWarp;  // RankTopKThreshold may rank a chunk
+  const auto ranks_by_threshold = [&](const ChunkGeometry& g) {
+    return shape.topk == TopK::kThreshold || (shape.topk == TopK::kByShape && RankTopKThresholdPaysOff(g));
+  };
   const size_t topk_ws_bytes = threshold ? RankTopKThresholdWorkspaceBytes(nq_chunk * kHkv, kTopK) : 0;
   void* topk_ws = topk_ws_bytes > 0 ? static_cast<void*>(Allocate<unsigned char>(int64_t(topk_ws_bytes))) : nullptr;
   int32_t* topk_ref = threshold ? Allocate<int32_t>(kHkv * total_q * kTopK) : nullptr;  // [Hidx, total_q, top_k]
@@ -327,7 +333,7 @@ Result Run(Shape shape, int reps) {
       block_max(g, bs, flags);
       index_timer.End();
       topk_timer.Begin();
-      if (threshold) {
+      if (ranks_by_threshold(g)) {
         BENCH_CHECK(RankTopKThreshold(bs, g, topk_ws, topk_ws_bytes, topk));
       } else {
         BENCH_CHECK(RankTopK(bs, g, topk));
@@ -350,7 +356,8 @@ Result Run(Shape shape, int reps) {
   result.index = shape.index;
   result.topk = shape.topk;
   if (threshold) {  // the last repetition's selection against RankTopK's, entry for entry
-    result.topk_splits = RankTopKThresholdSplits(chunks.front(), topk_ws_bytes);
+    result.topk_threshold_chunks = std::count_if(chunks.begin(), chunks.end(), ranks_by_threshold);
+    result.topk_splits = ranks_by_threshold(chunks.back()) ? RankTopKThresholdSplits(chunks.back(), topk_ws_bytes) : 0;
     const int64_t n = kHkv * total_q * kTopK;
     unsigned long long* check = Allocate<unsigned long long>(2);  // differing entries, the first one
     BENCH_CHECK(cudaMemset(check, 0, 8));
@@ -510,9 +517,9 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]"
-                 " [topk=warp|fast]\n"
+                 " [topk=by-shape|warp|fast]\n"
                  "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
-                 " [index=mma|wgmma] [topk=warp|fast]\n");
+                 " [index=mma|wgmma] [topk=by-shape|warp|fast]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -531,6 +538,7 @@ int main(int argc, char** argv) {
     else if (arg == "main=kv-outer") shape.main = Main::kKvOuter, shape.main_named = true;
     else if (arg == "index=wgmma") shape.index = Index::kWgmma, shape.index_named = true;
     else if (arg == "index=mma") shape.index = Index::kMma, shape.index_named = true;
+    else if (arg == "topk=by-shape") shape.topk = TopK::kByShape;
     else if (arg == "topk=warp") shape.topk = TopK::kWarp;
     else if (arg == "topk=fast") shape.topk = TopK::kThreshold;
     else {
@@ -569,8 +577,8 @@ int main(int argc, char** argv) {
                             : index_ok                   ? "ok"
                                                          : "MISMATCH";
   // RankTopKThreshold against RankTopK: the same selection entry for entry (both exact, the same order).
-  const bool topk_ok = r.topk != TopK::kThreshold || r.topk_diffs == 0;
-  const char* topk_check = r.topk != TopK::kThreshold ? "not run" : topk_ok ? "ok" : "MISMATCH";
+  const bool topk_ok = r.topk == TopK::kWarp || r.topk_diffs == 0;
+  const char* topk_check = r.topk == TopK::kWarp ? "not run" : topk_ok ? "ok" : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
@@ -579,13 +587,14 @@ int main(int argc, char** argv) {
       "\"lse_diff_vs_kvouter\": %.3e, \"wgmma_check\": \"%s\", \"total_ms\": %.4f, \"index_flops\": %.6e, "
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
-      "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_splits\": %d, \"topk_check\": \"%s\", "
-      "\"topk_diff_entries\": %lld}\n",
+      "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_threshold_chunks\": %lld, "
+      "\"topk_splits\": %d, \"topk_check\": \"%s\", \"topk_diff_entries\": %lld}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       IndexName(r.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
       r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk), r.topk_splits,
+      (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk),
+      (long long)r.topk_threshold_chunks, r.topk_splits,
       topk_check, (long long)r.topk_diffs);
   return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok ? 0 : 1;
 }

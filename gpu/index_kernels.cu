@@ -493,6 +493,8 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk) {
 }
 
 
+bool RankTopKThresholdPaysOff(const ChunkGeometry& g) { return (g.pos0 + g.nq - 1) / g.bk + 1 >= 1024; }
+
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
   if (max_rows <= 0 || top_k <= 0) return 0;
   const int64_t target = TopKTargetWarps();

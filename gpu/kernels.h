@@ -121,6 +121,10 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk);
 // RankTopKThresholdWorkspaceBytes(max_rows, top_k): enough for any chunk of at most max_rows = nq * Hidx rows on
 // the current device (at most 2 * 16 * SMs * top_k * 8 bytes: about 1.1 MB on an H200 at top_k 33).
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k);
+// Whether RankTopKThreshold beats RankTopK on the chunk: its longest row has at least 1024 candidate blocks
+// (measured on the H200 by gpu/topk_first_run.sh: 0.82-0.85x with 256-512 candidates per row, 1.05x at 128K
+// prefill, 2.24x at 1M prefill, 4.2x on a batch-1 decode over 1M keys).
+bool RankTopKThresholdPaysOff(const ChunkGeometry& g);
 int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes);
 cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* workspace, size_t workspace_bytes,
                               int32_t* topk, cudaStream_t stream = nullptr);
