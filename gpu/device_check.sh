@@ -122,6 +122,11 @@ for kernel in q-outer part1 kv-outer; do
     --gtest_output=json:"$OUT_DIR/gtest_gpu_$kernel.json"
   NOTES[-1]="$forced: $(gtest_note "$OUT_DIR/gtest_gpu_$kernel.json")"
 done
+# The top-k takes RankTopKThreshold only on chunks with long rows (gpu_backend.cc ChooseTopKKernel), which the
+# conformance cases rarely have: forced on every chunk here (its bit-for-bit test vs RankTopK runs in gpu_tests).
+MSA_GPU_TOPK_KERNEL=fast step conformance_topk_fast 600 "$BUILD/tests/conformance_test" \
+  --gtest_output=json:"$OUT_DIR/gtest_conformance_topk_fast.json"
+NOTES[-1]="MSA_GPU_TOPK_KERNEL=fast: $(gtest_note "$OUT_DIR/gtest_conformance_topk_fast.json")"
 
 MSA="$BUILD/oracle/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"
