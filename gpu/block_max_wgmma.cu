@@ -212,7 +212,7 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
     wgmma::Fence();
 #pragma unroll
     for (int kk = 0; kk < kDiPad / 16; ++kk) {
-      wgmma::MmaRS<kLowp>(acc, a[kk], wgmma::AdvanceDescriptor(desc, (kk / 4) * kColBlockBytes + (kk % 4) * 32), 1);
+      wgmma::MmaRS<kLowp, 0>(acc, a[kk], wgmma::AdvanceDescriptor(desc, (kk / 4) * kColBlockBytes + (kk % 4) * 32), 1);
     }
     wgmma::CommitGroup();
   };

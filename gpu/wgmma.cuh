@@ -146,51 +146,28 @@ __device__ inline void MmaSS(float (&d)[64], uint64_t a_desc, uint64_t b_desc, i
 #endif
 }
 
-// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A from registers (fragment layout above), B MN-major in shared memory
-// (imm-trans-b = 1: B's N index is the contiguous one, as in V stored [keys][dims]).
-template <int kLowp>
-__device__ inline void MmaRSTransB(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
-#if defined(MSA_WGMMA_ENABLED)
-  if constexpr (kLowp == kLowpBF16) {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : MSA_WGMMA_OUT64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
-  } else {
-    asm volatile(
-        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-        "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
-        : MSA_WGMMA_OUT64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
-  }
-#else
-  (void)d, (void)a, (void)b_desc, (void)accumulate;
-  __trap();
-#endif
-}
-
-// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A from registers (fragment layout above), B K-major in shared memory
-// (imm-trans-b = 0: B's K index is the contiguous one, as in index_k stored [keys][dims]; gpu/block_max_wgmma.cu).
-template <int kLowp>
+// D[64 x 128] (+)= A[64 x 16] B[16 x 128], A from registers (fragment layout above), B in shared memory: kTransB = 1
+// for B MN-major (imm-trans-b = 1: B's N index is the contiguous one, as in V stored [keys][dims],
+// gpu/kv_outer_wgmma.cu), 0 for B K-major (B's K index contiguous, as in index_k stored [keys][dims],
+// gpu/block_max_wgmma.cu).
+template <int kLowp, int kTransB>
 __device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+  static_assert(kTransB == 0 || kTransB == 1, "imm-trans-b is 0 or 1");
 #if defined(MSA_WGMMA_ENABLED)
   if constexpr (kLowp == kLowpBF16) {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " MSA_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
         : MSA_WGMMA_OUT64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(kTransB));
   } else {
     asm volatile(
         "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
         "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16 " MSA_WGMMA_D64
-        ", {%64, %65, %66, %67}, %68, p, 1, 1, 0;\n}\n"
+        ", {%64, %65, %66, %67}, %68, p, 1, 1, %70;\n}\n"
         : MSA_WGMMA_OUT64
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(kTransB));
   }
 #else
   (void)d, (void)a, (void)b_desc, (void)accumulate;
