@@ -325,20 +325,8 @@ cudaError_t LaunchBlockMaxWgmma(const uint16_t* index_q, const uint16_t* index_k
   const auto kernel = BlockMaxWgmmaKernel<kLowp, kWgs>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  int device = 0, sms = 0;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  const int64_t rows = g.nq * g.hidx;
-  const int64_t tiles_x = (rows + kCtaRows - 1) / kCtaRows;
-  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
-  // Split the key blocks over grid.y until about 2 waves of CTAs exist (decode and short chunks).
-  int64_t splits = (2 * int64_t(sms) + tiles_x - 1) / tiles_x;
-  if (splits > num_blocks) splits = num_blocks;
-  if (splits > 65535) splits = 65535;
-  const int64_t blocks_per_cta = (num_blocks + splits - 1) / splits;
-  splits = (num_blocks + blocks_per_cta - 1) / blocks_per_cta;
-  const dim3 grid{unsigned(tiles_x), unsigned(splits)};
-  kernel<<<grid, kWgs * 128, smem>>>(index_q, index_k, g, scale, blocks_per_cta, bs, bad_row);
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows);
+  kernel<<<plan.grid, kWgs * 128, smem>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 

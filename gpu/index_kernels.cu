@@ -422,15 +422,7 @@ constexpr int kMinPerSplit = 256;  // candidates per split warp at least (8 per 
 constexpr int kMaxSplits = 32;     // one merge lane per split
 
 // Warps that fill the device: about 2 waves of 8-warp CTAs, one per SM each.
-int TopKTargetWarps() {
-  int device = 0, sms = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0) {
-    cudaGetLastError();
-    sms = 132;
-  }
-  return 16 * sms;
-}
+int TopKTargetWarps() { return 16 * SmCount(); }
 
 template <int kLowp, int kMTiles>
 cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
@@ -440,20 +432,8 @@ cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, con
   const auto kernel = BlockMaxScoresKernel<kLowp, kMTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  int device = 0, sms = 0;
-  if ((err = cudaGetDevice(&device)) != cudaSuccess) return err;
-  if ((err = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device)) != cudaSuccess) return err;
-  const int64_t rows = g.nq * g.hidx;
-  const int64_t tiles_x = (rows + kCtaRows - 1) / kCtaRows;
-  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
-  // Split the key blocks over grid.y until about 2 waves of CTAs exist (decode and short chunks).
-  int64_t splits = (2 * int64_t(sms) + tiles_x - 1) / tiles_x;
-  if (splits > num_blocks) splits = num_blocks;
-  if (splits > 65535) splits = 65535;
-  const int64_t blocks_per_cta = (num_blocks + splits - 1) / splits;
-  splits = (num_blocks + blocks_per_cta - 1) / blocks_per_cta;
-  const dim3 grid{unsigned(tiles_x), unsigned(splits)};
-  kernel<<<grid, kWarps * 32, smem>>>(index_q, index_k, g, scale, blocks_per_cta, bs, bad_row);
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows);
+  kernel<<<plan.grid, kWarps * 32, smem>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 
@@ -465,6 +445,20 @@ cudaError_t BlockMaxFor(const uint16_t* index_q, const uint16_t* index_k, const 
 }
 
 }  // namespace
+
+BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows) {
+  const int64_t rows = g.nq * g.hidx;
+  const int64_t tiles_x = (rows + cta_rows - 1) / cta_rows;
+  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
+  int64_t splits = (2 * int64_t(SmCount()) + tiles_x - 1) / tiles_x;
+  if (splits > num_blocks) splits = num_blocks;
+  if (splits > 65535) splits = 65535;
+  BlockMaxGrid plan;
+  plan.blocks_per_cta = (num_blocks + splits - 1) / splits;
+  splits = (num_blocks + plan.blocks_per_cta - 1) / plan.blocks_per_cta;
+  plan.grid = dim3{unsigned(tiles_x), unsigned(splits)};
+  return plan;
+}
 
 bool BlockMaxScoresFits(int di, int bk, float scale) {
   return di % 8 == 0 && di <= kDiPad && bk % kKeyTile == 0 && scale > 0.0f;

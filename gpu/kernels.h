@@ -48,6 +48,8 @@ int MaxSharedBytes();
 // Whether the current device runs sm_90a machine code (compute capability 9.0: H100 / H200), where the wgmma
 // kernels are built.
 bool DeviceIsSm90();
+// Multiprocessors of the current device (1 when it cannot be read).
+int SmCount();
 // Token scores of the chunk: scratch[row * ld + s] = CanonicalDot(index_q row, index_k[key_begin + s]) * scale
 // for s <= position(row) (other entries untouched). ld >= pos0 + nq.
 cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,
@@ -92,6 +94,14 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
 // block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
 // other entries untouched. Needs BlockMaxScoresFits(di, bk, scale).
 bool BlockMaxScoresFits(int di, int bk, float scale);
+// The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma): x = the chunk's rows in tiles of
+// cta_rows, y = its key blocks split until about 2 waves of CTAs exist (decode and short chunks), blocks_per_cta
+// key blocks per CTA.
+struct BlockMaxGrid {
+  dim3 grid;
+  int64_t blocks_per_cta = 0;
+};
+BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);
 // The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only; UNTESTED on a GPU so far):

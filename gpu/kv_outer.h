@@ -45,8 +45,6 @@ cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* 
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
                 const TileLauncher& tiles);
 
-// Multiprocessors of the current device (1 when it cannot be read).
-int SmCount();
 
 }  // namespace msa::gpu::kv_outer
 

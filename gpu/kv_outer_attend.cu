@@ -362,7 +362,7 @@ cudaError_t PrepareMmaTiles(int lowp) {
 
 cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t stream) {
   const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
-  const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(kv_outer::SmCount()) * kCtasPerSm));
+  const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(SmCount()) * kCtasPerSm));
   tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.t0,
                                                          l.offsets, l.num_buckets, l.entries, l.tile_block,
                                                          l.part_o, l.part_ml);
@@ -370,16 +370,6 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
 }
 
 }  // namespace
-
-int kv_outer::SmCount() {
-  int device = 0, sms = 1;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return sms;
-}
 
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,

@@ -378,7 +378,7 @@ cudaError_t PrepareWgmmaTiles(int lowp) {
 
 cudaError_t LaunchWgmmaTiles(int lowp, const kv_outer::TileLists& lists, cudaStream_t stream) {
   const auto kernel = lowp == kLowpBF16 ? WgmmaTileKernel<kLowpBF16> : WgmmaTileKernel<kLowpF16>;
-  const unsigned grid = unsigned(std::min<int64_t>(lists.max_tiles, int64_t(kv_outer::SmCount()) * kCtasPerSm));
+  const unsigned grid = unsigned(std::min<int64_t>(lists.max_tiles, int64_t(SmCount()) * kCtasPerSm));
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(lists);
   return cudaGetLastError();
 }
