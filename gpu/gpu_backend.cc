@@ -442,6 +442,23 @@ Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKer
   return Status::Ok();
 }
 
+// The KV-outer list builder (gpu/kernels.h KvOuterPlan): the direct lists (one kernel per chunk instead of
+// seven launches) where every sequence of the batch has at most one query (decode), the general lists
+// elsewhere; both give the same bits (tests/gpu_backend_test.cc, gpu/decode_lists_first_run.sh).
+// MSA_GPU_KV_LISTS=direct|general forces one (tests, benchmarks); direct where it does not apply leaves the
+// general lists, and any other value is refused.
+Status ChooseKvLists(bool one_query_per_sequence, bool* direct) {
+  *direct = one_query_per_sequence;
+  if (const char* forced = std::getenv("MSA_GPU_KV_LISTS"); forced != nullptr && *forced != '\0') {
+    const std::string name = forced;
+    if (name != "direct" && name != "general") {
+      return InvalidArgument("MSA_GPU_KV_LISTS is \"" + name + "\": expected direct or general (or unset)");
+    }
+    *direct = name == "direct" && one_query_per_sequence;
+  }
+  return Status::Ok();
+}
+
 Status AttendImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                   const AttentionOutputs& outputs, const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
@@ -489,17 +506,23 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
   g.top_k = int(top_k);
   int64_t num_blocks = 0;  // blocks of all sequences; first_block[t]: those before the query's sequence
   std::vector<int32_t> first_block(total_q);
+  bool one_query_per_sequence = true;  // decode: no two queries share a KV-outer list
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+    one_query_per_sequence = one_query_per_sequence && batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b] <= 1;
     for (int64_t t = batch.cu_seqlens_q[b]; t < batch.cu_seqlens_q[b + 1]; ++t) first_block[t] = int32_t(num_blocks);
     num_blocks += (batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b] + g.bk - 1) / g.bk;
   }
   AttendKernel kernel = AttendKernel::kExact;
-  if (!exact) MSA_RETURN_IF_ERROR(ChooseAttendKernel(g, num_blocks, &kernel));
+  bool direct_lists = false;
+  if (!exact) {
+    MSA_RETURN_IF_ERROR(ChooseAttendKernel(g, num_blocks, &kernel));
+    MSA_RETURN_IF_ERROR(ChooseKvLists(one_query_per_sequence, &direct_lists));
+  }
   KvOuterPlan plan;
   DeviceBuffer<int32_t> d_first_block;
   DeviceBuffer<unsigned char> workspace;
   if (kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma) {
-    plan = PlanKvOuter(g, num_blocks, kChunkBudgetBytes);
+    plan = PlanKvOuter(g, num_blocks, kChunkBudgetBytes, direct_lists);
     MSA_RETURN_IF_ERROR(d_first_block.Allocate(total_q, "block offsets"));
     MSA_RETURN_IF_ERROR(workspace.Allocate(int64_t(plan.bytes), "KV-outer lists and partial results"));
     MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_first_block.get(), first_block.data(), size_t(total_q) * 4,

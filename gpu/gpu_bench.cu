@@ -17,14 +17,20 @@
 // in the warm-up repetition, and after the timed runs the two selections (the last repetition's and RankTopK's) are
 // compared entry for entry ("topk_check": "ok" or "MISMATCH", "topk_diff_entries"; the first differing row goes to
 // stderr; exit status 1 on a mismatch; "topk_threshold_chunks": the chunks RankTopKThreshold ranked,
-// "topk_splits": the splits of the last chunk's rows there, 0 where RankTopK ranked it). Prints one JSON object.
+// "topk_splits": the splits of the last chunk's rows there, 0 where RankTopK ranked it). The KV-outer lists are
+// the direct ones (KvOuterPlan::direct_lists: one kernel per chunk) where every sequence has one query (decode with
+// q_len 1), the general ones elsewhere or with lists=general; with direct lists, after the timed runs the same
+// main-branch kernel recomputes out / lse from the same selection with the general lists and the two are compared
+// bit for bit ("lists_check": "ok" or "MISMATCH", "lists_diff_words": differing 32-bit words of out and lse; exit
+// status 1 on a mismatch). Prints one JSON object.
 //
-//   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...]                    one causal sequence of N tokens
-//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...]  B sequences of L keys, Q queries
-//                                                                                      each (1)
+//   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...] [lists=general]    one causal sequence of N tokens
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...] [lists=...]
+//                                                                B sequences of L keys, Q queries each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
 //   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere)
 //   topk=by-shape (default, see above) | warp (RankTopK) | fast (RankTopKThreshold on every chunk)
+//   lists=direct (default where q_len is 1) | general (the default elsewhere; direct needs q_len 1)
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -197,6 +203,8 @@ struct Result {
   int64_t topk_threshold_chunks = 0;  // chunks RankTopKThreshold ranked
   int topk_splits = 0;       // RankTopKThreshold's splits of the last chunk (0: RankTopK ranked it)
   int64_t topk_diffs = -1;   // selection entries where RankTopKThreshold and RankTopK differ; -1: not compared
+  bool direct_lists = false;  // the KV-outer main branch ran on the direct lists
+  int64_t lists_diffs = -1;   // 32-bit words of out and lse where direct and general lists differ; -1: not compared
 };
 
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
@@ -207,6 +215,7 @@ struct Shape {
   Index index = Index::kWgmma;
   bool index_named = false;  // index=... given: no fallback from wgmma
   TopK topk = TopK::kByShape;
+  bool general_lists = false;  // lists=general: never the direct lists
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
@@ -249,7 +258,10 @@ Result Run(Shape shape, int reps) {
   ag.d = ag.dv = kDim;
   ag.bk = kBk;
   ag.top_k = kTopK;
-  const KvOuterPlan plan = PlanKvOuter(ag, shape.batch * max_blocks, kMainBudgetBytes);
+  KvOuterPlan plan = PlanKvOuter(ag, shape.batch * max_blocks, kMainBudgetBytes, q_len == 1);
+  if (shape.general_lists) plan.direct_lists = false;
+  KvOuterPlan general_plan = plan;  // the same workspace layout, the general lists (the direct lists' check)
+  general_plan.direct_lists = false;
   if (shape.kv_outer() && (!KvOuterAttendFits(ag) || !plan.ok)) {
     std::fprintf(stderr, "gpu_bench: KvOuterAttend does not take this shape\n");
     std::exit(1);
@@ -413,9 +425,51 @@ Result Run(Shape shape, int reps) {
   size_t free_bytes = 0, total_bytes = 0;
   BENCH_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
   const size_t compare_bytes = size_t(total_q * kHq) * (kDim + 1) * 8 + (size_t(1) << 30);  // + 1 GiB headroom
+  result.direct_lists = shape.kv_outer() && plan.direct_lists;
   if (shape.kv_outer() && compare_bytes < free_bytes) {  // independent kernels' answers on the same selection
     double* out_ref = Allocate<double>(total_q * kHq * kDim);
     double* lse_ref = Allocate<double>(total_q * kHq);
+    if (result.direct_lists) {  // the same tile kernel on the general lists: out and lse bit for bit
+      BENCH_CHECK(cudaMemset(out_ref, 0xff, size_t(total_q * kHq * kDim) * 8));
+      BENCH_CHECK(cudaMemset(lse_ref, 0xff, size_t(total_q * kHq) * 8));
+      if (shape.main == Main::kKvOuterWgmma) {
+        BENCH_CHECK(KvOuterAttendWgmma(kLowpBF16, q, k, v, topk, d_position, d_key_begin, d_first_block, ag, scale,
+                                       general_plan, workspace, out_ref, lse_ref));
+      } else {
+        BENCH_CHECK(KvOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, d_first_block, ag, scale,
+                                  general_plan, workspace, out_ref, lse_ref));
+      }
+      unsigned long long* check = Allocate<unsigned long long>(4);  // out: count, first; lse: count, first
+      BENCH_CHECK(cudaMemset(check, 0, 4 * 8));
+      BENCH_CHECK(cudaMemset(check + 1, 0xff, 8));
+      BENCH_CHECK(cudaMemset(check + 3, 0xff, 8));
+      // Doubles as pairs of 32-bit words: a differing double counts once or twice, zero only when all bits agree.
+      CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(out), reinterpret_cast<const uint32_t*>(out_ref),
+                                   total_q * kHq * kDim * 2, check);
+      CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(lse), reinterpret_cast<const uint32_t*>(lse_ref),
+                                   total_q * kHq * 2, check + 2);
+      BENCH_CHECK(cudaGetLastError());
+      unsigned long long host_check[4];
+      BENCH_CHECK(cudaMemcpy(host_check, check, sizeof host_check, cudaMemcpyDeviceToHost));
+      result.lists_diffs = int64_t(host_check[0] + host_check[2]);
+      for (int which = 0; which < 2; ++which) {
+        if (host_check[2 * which] == 0) continue;
+        const int64_t i = int64_t(host_check[2 * which + 1]) / 2;  // the double
+        double got = 0, want = 0;
+        const double* a = which == 0 ? out : lse;
+        const double* b = which == 0 ? out_ref : lse_ref;
+        BENCH_CHECK(cudaMemcpy(&got, a + i, 8, cudaMemcpyDeviceToHost));
+        BENCH_CHECK(cudaMemcpy(&want, b + i, 8, cudaMemcpyDeviceToHost));
+        const int64_t row = which == 0 ? i / kDim : i;  // (query, head)
+        std::fprintf(stderr,
+                     "gpu_bench: lists MISMATCH in %s: %llu words differ; first at query %lld, head %lld%s: "
+                     "direct %.17g, general %.17g\n",
+                     which == 0 ? "out" : "lse", host_check[2 * which], (long long)(row / kHq),
+                     (long long)(row % kHq), which == 0 ? (", dim " + std::to_string(i % kDim)).c_str() : "", got,
+                     want);
+      }
+      BENCH_CHECK(cudaFree(check));
+    }
     if (shape.main == Main::kKvOuterWgmma) {  // the mma.sync tiles on the same lists (the workspace is free now)
       BENCH_CHECK(KvOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, d_first_block, ag, scale, plan,
                                 workspace, out_ref, lse_ref));
@@ -517,9 +571,9 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]"
-                 " [topk=by-shape|warp|fast]\n"
+                 " [topk=by-shape|warp|fast] [lists=general]\n"
                  "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
-                 " [index=mma|wgmma] [topk=by-shape|warp|fast]\n");
+                 " [index=mma|wgmma] [topk=by-shape|warp|fast] [lists=direct|general]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -527,6 +581,7 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
   const bool prefill = mode == "prefill";
   Shape shape;
+  bool lists_direct = false;  // lists=direct given
   shape.q_len = prefill ? n : 1;
   shape.k_len = n;
   for (int i = 4; i < argc; ++i) {
@@ -541,6 +596,8 @@ int main(int argc, char** argv) {
     else if (arg == "topk=by-shape") shape.topk = TopK::kByShape;
     else if (arg == "topk=warp") shape.topk = TopK::kWarp;
     else if (arg == "topk=fast") shape.topk = TopK::kThreshold;
+    else if (arg == "lists=direct") lists_direct = true, shape.general_lists = false;
+    else if (arg == "lists=general") lists_direct = false, shape.general_lists = true;
     else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
       return 2;
@@ -548,6 +605,10 @@ int main(int argc, char** argv) {
   }
   if (shape.batch < 1 || shape.q_len < 1 || shape.q_len > shape.k_len || (prefill && shape.batch != 1)) {
     std::fprintf(stderr, "gpu_bench: need batch >= 1, 1 <= q_len <= N, and batch 1 for prefill\n");
+    return 2;
+  }
+  if (lists_direct && shape.q_len != 1) {
+    std::fprintf(stderr, "gpu_bench: lists=direct needs one query per sequence (q_len 1)\n");
     return 2;
   }
   const Result r = Run(shape, reps);
@@ -579,6 +640,13 @@ int main(int argc, char** argv) {
   // RankTopKThreshold against RankTopK: the same selection entry for entry (both exact, the same order).
   const bool topk_ok = r.topk == TopK::kWarp || r.topk_diffs == 0;
   const char* topk_check = r.topk == TopK::kWarp ? "not run" : topk_ok ? "ok" : "MISMATCH";
+  // The direct lists against the general ones: the same tiles, the same partials, the same merge: the same bits.
+  const bool lists_ok = !r.direct_lists || r.lists_diffs <= 0;
+  const char* lists_name = !shape.kv_outer() ? "none" : r.direct_lists ? "direct" : "general";
+  const char* lists_check = !r.direct_lists      ? "not run"
+                            : r.lists_diffs < 0  ? "not compared"
+                            : lists_ok           ? "ok"
+                                                 : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
@@ -588,13 +656,14 @@ int main(int argc, char** argv) {
       "\"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
       "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_threshold_chunks\": %lld, "
-      "\"topk_splits\": %d, \"topk_check\": \"%s\", \"topk_diff_entries\": %lld}\n",
+      "\"topk_splits\": %d, \"topk_check\": \"%s\", \"topk_diff_entries\": %lld, \"lists\": \"%s\", "
+      "\"lists_check\": \"%s\", \"lists_diff_words\": %lld}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       IndexName(r.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
       r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
       (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk),
       (long long)r.topk_threshold_chunks, r.topk_splits,
-      topk_check, (long long)r.topk_diffs);
-  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok ? 0 : 1;
+      topk_check, (long long)r.topk_diffs, lists_name, lists_check, (long long)r.lists_diffs);
+  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok && lists_ok ? 0 : 1;
 }

@@ -166,14 +166,23 @@ cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
 bool KvOuterAttendFits(const AttendGeometry& g);
 // The chunking and the workspace layout (byte offsets) of KvOuterAttend. num_blocks: sum over the batch's
 // sequences of ceil(k_len / block_size). ok is false when the lists would not fit 32-bit offsets.
+// one_query_per_sequence: the caller states that every sequence of the batch has at most one query (q_len <= 1:
+// decode), so no two queries of a chunk share a (sequence, block, group) list. The plan then also sizes the
+// workspace for the direct lists (DirectListsKernel in kv_outer_attend.cu: one tile per (query, group, selection
+// slot), built by one kernel instead of 3 memsets, 2 counting kernels, a 2-kernel scan and a fill) and sets
+// direct_lists; a caller may clear direct_lists to take the general lists (the same bits either way). Setting it
+// on a plan made without one_query_per_sequence has no effect (direct_max_tiles is 0 there).
 struct KvOuterPlan {
   bool ok = false;
   int qpc = 0;  // queries per tile: 64 / group size
   int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
   size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
   size_t scan_temp_bytes = 0, bytes = 0;
+  bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
+  int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)
 };
-KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes);
+KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes,
+                        bool one_query_per_sequence = false);
 // first_block [total_q]: the number of blocks of the sequences before the query's own (its bucket offset).
 cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,

@@ -1,7 +1,8 @@
 // The part of the KV-outer main branch (gpu/kv_outer_attend.cu) that its tile kernels share: the per-chunk list
-// building (CountPairs, ExclusiveSum, FillEntries), the merge, and the chunk loop around them, with the tile
-// kernel passed in. KvOuterAttend (mma.sync tiles, kv_outer_attend.cu) and KvOuterAttendWgmma (wgmma tiles,
-// kv_outer_wgmma.cu) are both this loop with their own TileLauncher. Internal to gpu/; not a public interface.
+// building (CountPairs, ExclusiveSum, FillEntries; or DirectLists where KvOuterPlan::direct_lists), the merge, and
+// the chunk loop around them, with the tile kernel passed in. KvOuterAttend (mma.sync tiles, kv_outer_attend.cu) and
+// KvOuterAttendWgmma (wgmma tiles, kv_outer_wgmma.cu) are both this loop with their own TileLauncher. Internal to
+// gpu/; not a public interface.
 #ifndef MSA_GPU_KV_OUTER_H_
 #define MSA_GPU_KV_OUTER_H_
 
@@ -29,7 +30,7 @@ struct TileLists {
   const int2* tile_block = nullptr;  // [max_tiles]: (group, block id) of each tile
   float* part_o = nullptr;           // [chunk_q, Hq, top_k, Dv]
   float2* part_ml = nullptr;         // [chunk_q, Hq, top_k]: (m_b, l_b)
-  int64_t max_tiles = 0;             // upper bound on the chunk's tiles (grid sizing)
+  int64_t max_tiles = 0;             // upper bound on the chunk's tiles (grid sizing): exact with direct lists
 };
 
 // A tile kernel: `prepare` runs once per KvOuterAttend call before any launch (kernel attributes), `launch`

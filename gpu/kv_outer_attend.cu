@@ -15,6 +15,9 @@
 //                   O_b = P V with P = exp(s - m_b) in the storage format, fp32 accumulation
 //   Merge           per (query, head): M = max m_b, L = sum l_b e^(m_b - M), out = sum O_b e^(m_b - M) / L,
 //                   lse = M + log L, blocks in ascending id order
+// When the caller states that every sequence has at most one query (decode; KvOuterPlan::direct_lists), every
+// list holds at most one query, so DirectLists replaces CountPairs .. FillEntries: one kernel writes one tile per
+// (query, group, selection slot), the same tiles as the general lists in another order (3 launches per chunk).
 #include <cub/device/device_scan.cuh>
 
 #include <algorithm>
@@ -66,6 +69,41 @@ __global__ void CountPairsKernel(const int32_t* topk, const int32_t* first_block
   const int64_t bucket = PairBucket(topk, first_block, g, t0, i, &id);
   if (bucket >= 0) atomicAdd(counts + bucket, 1);
 }
+
+// docs:begin gpu-kv-outer-direct-lists
+// DirectLists: the lists of a chunk in which no two queries share a (sequence, block, group) bucket (every
+// sequence contributes at most one query: decode), so every bucket holds one query and is one tile. Tile
+// i = (t - t0) * Hkv * top_k + group * top_k + slot, for every slot of every (query, group) row:
+//   entries[i * qpc]             = (t - t0) * top_k + slot, entries[i * qpc + 1 .. qpc - 1] = -1 (padding)
+//   tile_block[i]                = (group, id) for a valid id; for a -1 slot (fewer blocks than top_k) the query's
+//                                  own local block position / block_size: a harmless padding tile that reads
+//                                  visible keys only and writes the partial of that -1 slot, which no one reads
+//   offsets[num_buckets]         = tiles * qpc (the only element of `offsets` the tile kernels read)
+// A valid tile is exactly the tile the general lists make for its bucket (the one query in entry 0, qpc - 1
+// padding entries), each tile writes only its own rows' selection slots, and the merge reads a row's partials by
+// slot in ascending block id order, so out and lse are bit-identical to the general lists' whatever the tile
+// order. (The wgmma tiles keep K / V in shared memory across consecutive tiles of the same block and group: here
+// two consecutive tiles share them only when one is a padding tile of the other's query, and then both load the
+// same keys of the same block, so every valid tile sees the shared memory a fresh load gives.) No atomics, no
+// memset, no host sync: one thread per list entry, graph-capturable.
+__global__ void DirectListsKernel(const int32_t* topk, const int64_t* position, AttendGeometry g, int64_t t0,
+                                  int64_t tiles, int qpc, int32_t* total_entries, int32_t* entries,
+                                  int2* tile_block) {
+  const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;  // list entry: tile e / qpc, place e % qpc
+  if (e >= tiles * qpc) return;
+  if (e == 0) *total_entries = int32_t(tiles * qpc);
+  if (e % qpc != 0) {
+    entries[e] = -1;
+    return;
+  }
+  const int64_t i = e / qpc, t_local = i / (int64_t(g.hkv) * g.top_k);
+  const int r = int((i / g.top_k) % g.hkv), slot = int(i % g.top_k);
+  const int64_t t = t0 + t_local;
+  const int32_t id = topk[(int64_t(r) * g.total_q + t) * g.top_k + slot];
+  entries[e] = int32_t(t_local * g.top_k + slot);
+  tile_block[i] = make_int2(r, id >= 0 ? id : int(position[t] / g.bk));
+}
+// docs:end gpu-kv-outer-direct-lists
 
 __global__ void RoundUpToTilesKernel(int32_t* counts, int64_t n, int qpc) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
@@ -320,7 +358,8 @@ bool KvOuterAttendFits(const AttendGeometry& g) {
          g.top_k <= 32 && kSmemBytes <= size_t(MaxSharedBytes());
 }
 
-KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes) {
+KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes,
+                        bool one_query_per_sequence) {
   KvOuterPlan plan;
   plan.qpc = TileQueries(g);
   plan.num_buckets = num_blocks * g.hkv;
@@ -331,6 +370,11 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.max_tiles = (entries + plan.qpc - 1) / plan.qpc;
   plan.max_entries = plan.max_tiles * plan.qpc;
   plan.ok = plan.max_entries < (int64_t(1) << 31) - 1;
+  const int64_t direct_tiles = plan.chunk_q * g.hkv * g.top_k;  // one per (query, group, slot)
+  if (one_query_per_sequence && direct_tiles * plan.qpc < (int64_t(1) << 31) - 1) {
+    plan.direct_lists = true;
+    plan.direct_max_tiles = direct_tiles;
+  }
   size_t scan_bytes = 0;
   cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                 plan.num_buckets + 1);
@@ -343,8 +387,8 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.counts = take(size_t(plan.num_buckets + 1) * 4);
   plan.offsets = take(size_t(plan.num_buckets + 1) * 4);
   plan.cursor = take(size_t(plan.num_buckets) * 4);
-  plan.entries = take(size_t(plan.max_entries) * 4);
-  plan.tile_block = take(size_t(plan.max_tiles) * sizeof(int2));
+  plan.entries = take(size_t(std::max(plan.max_entries, plan.direct_max_tiles * plan.qpc)) * 4);
+  plan.tile_block = take(size_t(std::max(plan.max_tiles, plan.direct_max_tiles)) * sizeof(int2));
   plan.part_o = take(size_t(plan.chunk_q) * g.hq * g.top_k * g.dv * 4);
   plan.part_ml = take(size_t(plan.chunk_q) * g.hq * g.top_k * sizeof(float2));
   plan.scan_temp = take(scan_bytes);
@@ -369,6 +413,33 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
   return cudaGetLastError();
 }
 
+// The general lists of one chunk (any number of queries per sequence): counts, round-up to whole tiles,
+// exclusive sum into offsets, then entries and tile_block (see the top of this file).
+cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g, int64_t t0,
+                              int64_t pairs, const KvOuterPlan& plan, unsigned char* base, cudaStream_t stream) {
+  int32_t* counts = reinterpret_cast<int32_t*>(base + plan.counts);
+  int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
+  int32_t* cursor = reinterpret_cast<int32_t*>(base + plan.cursor);
+  int32_t* entries = reinterpret_cast<int32_t*>(base + plan.entries);
+  int2* tile_block = reinterpret_cast<int2*>(base + plan.tile_block);
+  const unsigned pair_grid = unsigned((pairs + 255) / 256);
+  cudaError_t err;
+  if ((err = cudaMemsetAsync(counts, 0, size_t(plan.num_buckets + 1) * 4, stream)) != cudaSuccess) return err;
+  if ((err = cudaMemsetAsync(cursor, 0, size_t(plan.num_buckets) * 4, stream)) != cudaSuccess) return err;
+  if ((err = cudaMemsetAsync(entries, 0xff, size_t(plan.max_entries) * 4, stream)) != cudaSuccess) return err;
+  CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, counts);
+  const unsigned bucket_grid = unsigned((plan.num_buckets + 255) / 256);
+  RoundUpToTilesKernel<<<bucket_grid, 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
+  size_t scan_bytes = plan.scan_temp_bytes;
+  if ((err = cub::DeviceScan::ExclusiveSum(base + plan.scan_temp, scan_bytes, counts, offsets, plan.num_buckets + 1,
+                                           stream)) != cudaSuccess) {
+    return err;
+  }
+  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor,
+                                                   entries, tile_block);
+  return cudaGetLastError();
+}
+
 }  // namespace
 
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
@@ -377,9 +448,7 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
                           double* out, double* lse, cudaStream_t stream, const TileLauncher& tiles) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
-  int32_t* counts = reinterpret_cast<int32_t*>(base + plan.counts);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
-  int32_t* cursor = reinterpret_cast<int32_t*>(base + plan.cursor);
   int32_t* entries = reinterpret_cast<int32_t*>(base + plan.entries);
   int2* tile_block = reinterpret_cast<int2*>(base + plan.tile_block);
   float* part_o = reinterpret_cast<float*>(base + plan.part_o);
@@ -400,26 +469,20 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
   lists.tile_block = tile_block;
   lists.part_o = part_o;
   lists.part_ml = part_ml;
-  lists.max_tiles = plan.max_tiles;
   for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
     const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
     const int64_t pairs = nq * g.hkv * g.top_k;
-    const unsigned pair_grid = unsigned((pairs + 255) / 256);
-    if ((err = cudaMemsetAsync(counts, 0, size_t(plan.num_buckets + 1) * 4, stream)) != cudaSuccess) return err;
-    if ((err = cudaMemsetAsync(cursor, 0, size_t(plan.num_buckets) * 4, stream)) != cudaSuccess) return err;
-    if ((err = cudaMemsetAsync(entries, 0xff, size_t(plan.max_entries) * 4, stream)) != cudaSuccess) return err;
-    CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, counts);
-    const unsigned bucket_grid = unsigned((plan.num_buckets + 255) / 256);
-    RoundUpToTilesKernel<<<bucket_grid, 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
-    size_t scan_bytes = plan.scan_temp_bytes;
-    if ((err = cub::DeviceScan::ExclusiveSum(base + plan.scan_temp, scan_bytes, counts, offsets,
-                                             plan.num_buckets + 1, stream)) != cudaSuccess) {
-      return err;
-    }
-    FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor,
-                                                     entries, tile_block);
-    if ((err = cudaGetLastError()) != cudaSuccess) return err;
     lists.t0 = t0;
+    if (plan.direct_lists && pairs <= plan.direct_max_tiles) {  // one tile per (query, group, slot)
+      const int64_t list_entries = pairs * plan.qpc;
+      DirectListsKernel<<<unsigned((list_entries + 255) / 256), 256, 0, stream>>>(
+          topk, position, g, t0, pairs, plan.qpc, offsets + plan.num_buckets, entries, tile_block);
+      if ((err = cudaGetLastError()) != cudaSuccess) return err;
+      lists.max_tiles = pairs;
+    } else {
+      if ((err = BuildGeneralLists(topk, first_block, g, t0, pairs, plan, base, stream)) != cudaSuccess) return err;
+      lists.max_tiles = plan.max_tiles;
+    }
     if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
     MergeKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, g, t0, nq, part_o, part_ml, out, lse);

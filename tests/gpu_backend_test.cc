@@ -1,7 +1,8 @@
 // The CUDA backend ("gpu"): exact mode bit-identical to the reference on every canonical and large case,
 // bf16/fp16 passing the oracle rules (near-tie flips counted, not failed) on those cases and on the shapes that
 // reach the part-1 attention kernel, the bf16/fp16 selection equal to the reference's where block maxima tie
-// exactly (the tie order of SPEC section 2), bitwise replay, and clean Status answers where it declines.
+// exactly (the tie order of SPEC section 2), the KV-outer direct lists equal to the general ones on decode batches,
+// bitwise replay, and clean Status answers where it declines.
 // Without a usable CUDA device (or without a CUDA build) every device test skips with a message saying why; the
 // conformance and property suites run the gpu backend too when it is available.
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -509,6 +511,89 @@ TEST(GpuBackend, AnUnknownForcedTopKKernelIsRefused) {
   const Status status = RunWithTopKKernel(problem, "threshold", &gpu);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
   EXPECT_NE(status.message().find("\"threshold\""), std::string::npos) << status.message();
+}
+
+// Decode-shaped batches for the KV-outer direct lists (gpu/kv_outer_attend.cu DirectListsKernel): many sequences
+// with one query each (and one with none), over contexts from a single key to thousands; top_k 1, 8, 16 and 32;
+// 0 to 3 init blocks; short sequences with fewer blocks than top_k (-1 slots, hence padding tiles); group sizes
+// 1 to 16 (1 to 64 queries per tile). The last case mixes in a sequence of 3 queries, where the direct lists do
+// not apply and both runs take the general ones.
+std::vector<TestCase> DecodeListCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  const std::vector<std::pair<int32_t, int32_t>> short_and_long = {
+      {1, 1}, {1, 5}, {1, 63}, {1, 64}, {1, 65}, {1, 130}, {0, 90}, {1, 700}, {1, 2000}, {1, 4097}};
+  add("decode_lists", MakeSpec(16, 2, 64, 64, 8, 1, Pooling::kMax, short_and_long, DType::kBF16, 601));
+  add("decode_lists", MakeSpec(8, 4, 32, 32, 16, 2, Pooling::kMax, short_and_long, DType::kBF16, 602));
+  add("decode_lists", MakeSpec(4, 4, 16, 16, 32, 3, Pooling::kMax, short_and_long, DType::kBF16, 603));
+  add("decode_lists", MakeSpec(4, 2, 16, 16, 1, 0, Pooling::kMax, short_and_long, DType::kBF16, 604));
+  add("decode_lists", MakeSpec(8, 1, 32, 64, 16, 0, Pooling::kLse, short_and_long, DType::kBF16, 605));
+  {  // M3 heads and dims (group 16: 4 queries per tile), 12 sequences of 128 to ~11K keys
+    std::vector<std::pair<int32_t, int32_t>> lengths;
+    for (int32_t i = 0; i < 12; ++i) lengths.push_back({1, 128 + 997 * i});
+    add("decode_lists", MakeSpec(64, 4, 128, 128, 16, 1, Pooling::kMax, lengths, DType::kBF16, 606));
+  }
+  add("decode_lists_mixed",
+      MakeSpec(8, 2, 32, 32, 8, 1, Pooling::kMax, {{1, 300}, {3, 200}, {1, 40}, {1, 1000}}, DType::kBF16, 607));
+  return cases;
+}
+
+// Runs without a device: DecodeListCases are valid problems.
+TEST(GpuBackend, DecodeListCasesAreValidProblems) {
+  for (const TestCase& test_case : DecodeListCases()) {
+    const Problem problem = GenerateProblem(test_case.spec);
+    Outputs reference;
+    const Status status = RunBackend(*FindBackend("reference"), problem, &reference);
+    EXPECT_TRUE(status.ok()) << test_case.name << ": " << status.message();
+  }
+}
+
+// The gpu's outputs of `problem` with MSA_GPU_ATTEND_KERNEL=attend_kernel and MSA_GPU_KV_LISTS=lists
+// (gpu_backend.cc ChooseKvLists).
+Status RunWithKvLists(const Problem& problem, const char* attend_kernel, const char* lists, Outputs* outputs) {
+  const ScopedEnv attend_env("MSA_GPU_ATTEND_KERNEL", attend_kernel);
+  const ScopedEnv lists_env("MSA_GPU_KV_LISTS", lists);
+  return RunBackend(*Gpu(), problem, outputs);
+}
+
+// MSA_GPU_KV_LISTS=direct (one list-building kernel per chunk where every sequence has at most one query) gives the
+// general lists' bits on every output, on the mma.sync and the wgmma KV-outer tiles (on a device other than sm_90
+// kv-outer-wgmma does not fit and both runs take the mma.sync tiles), at bf16 and fp16.
+TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
+  MSA_REQUIRE_GPU();
+  int64_t compared = 0;
+  for (const TestCase& test_case : DecodeListCases()) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      for (const char* attend_kernel : {"kv-outer", "kv-outer-wgmma"}) {
+        const std::string what =
+            test_case.name + " at " + std::string(PrecisionName(precision)) + " on " + attend_kernel;
+        Outputs general, direct;
+        const Status general_status = RunWithKvLists(problem, attend_kernel, "general", &general);
+        const Status direct_status = RunWithKvLists(problem, attend_kernel, "direct", &direct);
+        ASSERT_TRUE(general_status.ok()) << what << ": " << general_status.message();
+        ASSERT_TRUE(direct_status.ok()) << what << ": " << direct_status.message();
+        ExpectSameBits(general, direct, what + ", direct vs general KV-outer lists");
+        ++compared;
+      }
+    }
+  }
+  std::printf("direct vs general KV-outer lists: %lld runs bit-identical\n", static_cast<long long>(compared));
+}
+
+// MSA_GPU_KV_LISTS with a misspelt value is refused with the value named, not silently ignored.
+TEST(GpuBackend, AnUnknownKvListsValueIsRefused) {
+  MSA_REQUIRE_GPU();
+  Problem problem = GenerateProblem(DecodeListCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  Outputs gpu;
+  const ScopedEnv env("MSA_GPU_KV_LISTS", "directs");
+  const Status status = RunBackend(*Gpu(), problem, &gpu);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("\"directs\""), std::string::npos) << status.message();
 }
 
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
