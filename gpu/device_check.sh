@@ -127,6 +127,11 @@ done
 MSA_GPU_TOPK_KERNEL=fast step conformance_topk_fast 600 "$BUILD/tests/conformance_test" \
   --gtest_output=json:"$OUT_DIR/gtest_conformance_topk_fast.json"
 NOTES[-1]="MSA_GPU_TOPK_KERNEL=fast: $(gtest_note "$OUT_DIR/gtest_conformance_topk_fast.json")"
+# KV-outer builds its lists directly where every sequence has one query (gpu_backend.cc ChooseKvLists): the general
+# lists, which the default run then skips on decode batches, forced here (direct vs general bit for bit: gpu_tests).
+MSA_GPU_KV_LISTS=general step conformance_kv_lists_general 600 "$BUILD/tests/conformance_test" \
+  --gtest_output=json:"$OUT_DIR/gtest_conformance_kv_lists_general.json"
+NOTES[-1]="MSA_GPU_KV_LISTS=general: $(gtest_note "$OUT_DIR/gtest_conformance_kv_lists_general.json")"
 
 MSA="$BUILD/oracle/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"
