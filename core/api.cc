@@ -1,5 +1,8 @@
 // The entry points: shared validation, availability and support checks, then the backend's function.
+#include <charconv>
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "msa/msa.h"
 
@@ -13,6 +16,30 @@ Status CheckBackend(const Backend& backend, const Config& config) {
   return backend.supports(config);
 }
 
+// index_format e4m3: `view` rounded to E4M3 values into a packed F64 copy (`storage`, which `*rounded` views);
+// a value beyond +-448 is refused, named by tensor and position (ValidateIndexInputs refused non-finite ones).
+Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded) {
+  storage->resize(size_t(view.rows * view.heads * view.dim));
+  double* out = storage->data();
+  for (int64_t row = 0; row < view.rows; ++row) {
+    for (int64_t head = 0; head < view.heads; ++head) {
+      for (int64_t d = 0; d < view.dim; ++d) {
+        const double value = view.At(row, head, d);
+        if (!(std::fabs(value) <= kE4M3Max)) {
+          char text[32];
+          const auto end = std::to_chars(text, text + sizeof(text), value).ptr;
+          return InvalidArgument(std::string(name) + "[" + std::to_string(row) + ", " + std::to_string(head) + ", " +
+                                 std::to_string(d) + "] = " + std::string(text, end) +
+                                 ": index_format e4m3 takes finite values in [-448, 448]");
+        }
+        *out++ = RoundToE4M3(value);
+      }
+    }
+  }
+  *rounded = PackedView(storage->data(), DType::kF64, view.rows, view.heads, view.dim);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
@@ -21,7 +48,12 @@ Status Select(const Backend& backend, const Config& config, const IndexInputs& i
   const bool has_rows = inputs.batch.total_q() > 0;  // an all-empty batch has nothing to write
   if (has_rows && outputs.topk_indices == nullptr) return InvalidArgument("topk_indices: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
-  return backend.select(config, inputs, outputs, progress);
+  if (config.index_format == IndexFormat::kNative) return backend.select(config, inputs, outputs, progress);
+  std::vector<double> index_q, index_k;  // [total_q, Hidx, Di], [total_k, 1, Di] as E4M3 values
+  IndexInputs rounded = inputs;
+  MSA_RETURN_IF_ERROR(RoundViewToE4M3(inputs.index_q, "index_q", &index_q, &rounded.index_q));
+  MSA_RETURN_IF_ERROR(RoundViewToE4M3(inputs.index_k, "index_k", &index_k, &rounded.index_k));
+  return backend.select(config, rounded, outputs, progress);
 }
 
 Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,

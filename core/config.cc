@@ -1,5 +1,6 @@
 #include "msa/config.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -46,6 +47,34 @@ bool ParsePrecision(std::string_view name, Precision* precision) {
     }
   }
   return false;
+}
+
+std::string_view IndexFormatName(IndexFormat format) {
+  return format == IndexFormat::kE4M3 ? "e4m3" : "native";
+}
+
+bool ParseIndexFormat(std::string_view name, IndexFormat* format) {
+  for (IndexFormat f : {IndexFormat::kNative, IndexFormat::kE4M3}) {
+    if (IndexFormatName(f) == name) {
+      *format = f;
+      return true;
+    }
+  }
+  return false;
+}
+
+double RoundToE4M3(double x) {
+  const double magnitude = std::fabs(x);
+  if (magnitude == 0) return x;
+  int exponent = 0;  // magnitude = f * 2^exponent, f in [0.5, 1): the leading bit has weight 2^(exponent - 1)
+  std::frexp(magnitude, &exponent);
+  // 3 significand bits after the leading one in the normal range (leading weight >= 2^-6), steps of 2^-9 below.
+  const int step_exponent = std::max(exponent - 1, -6) - 3;
+  const double steps = std::ldexp(magnitude, -step_exponent);  // exact: a power-of-two scaling
+  double whole = std::floor(steps);
+  const double fraction = steps - whole;  // exact: whole and steps share the binade's spacing or finer
+  if (fraction > 0.5 || (fraction == 0.5 && std::fmod(whole, 2.0) != 0)) whole += 1;
+  return std::copysign(std::ldexp(whole, step_exponent), x);
 }
 
 // 1 / sqrt(n): sqrt and division are correctly rounded IEEE operations, so this is the same everywhere.
@@ -117,6 +146,7 @@ std::string ConfigToJson(const Config& config) {
   if (config.index_scale) json["index_scale"] = *config.index_scale;
   // exact is the default: files of exact-mode problems keep the contract's keys only.
   if (config.precision != Precision::kExact) json["precision"] = PrecisionName(config.precision);
+  if (config.index_format != IndexFormat::kNative) json["index_format"] = IndexFormatName(config.index_format);
   return json.dump();
 }
 
@@ -126,7 +156,10 @@ std::string DescribeConfig(const Config& config) {
          " Di=" + std::to_string(config.index_head_dim) + " Bk=" + std::to_string(config.block_size) +
          " top_k=" + std::to_string(config.top_k) + " init_blocks=" + std::to_string(config.init_blocks) +
          " pooling=" + std::string(PoolingName(config.pooling)) +
-         " precision=" + std::string(PrecisionName(config.precision));
+         " precision=" + std::string(PrecisionName(config.precision)) +
+         (config.index_format == IndexFormat::kNative
+              ? ""
+              : " index_format=" + std::string(IndexFormatName(config.index_format)));
 }
 
 }  // namespace msa

@@ -85,6 +85,12 @@ std::vector<TestCase> CanonicalCases() {
   }
   // M3 shapes (Hq 64, Hkv 4, D 128, Bk 128, top_k 16) in a multi-token decode over 4096 keys.
   add("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, kMax, {{4, 4096}}, DType::kBF16, 10));
+  // The fp8 index mode (index_format e4m3) at M3 dims: a prefill past two blocks, a decode and a decode chunk.
+  {
+    ProblemSpec spec = MakeSpec(64, 4, 128, 128, 16, 0, kMax, {{300, 300}, {1, 5000}, {16, 1100}}, DType::kBF16, 12);
+    spec.config.index_format = IndexFormat::kE4M3;
+    add("m3_e4m3", spec);
+  }
   return cases;
 }
 

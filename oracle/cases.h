@@ -31,7 +31,7 @@ std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
 // Small cases (each well under a second on the reference): prefill at the boundary lengths, chunked
 // prefill, decode with q_len 1..16, ragged batches, ties, large logits, init blocks, every pooling mode,
-// every input dtype, and an M3-shaped decode.
+// every input dtype, an M3-shaped decode, and the fp8 index mode (index_format e4m3) at M3 dims.
 std::vector<TestCase> CanonicalCases();
 
 // Larger cases (seconds each on the reference) that the full golden suite adds to CanonicalCases: M3 dims at

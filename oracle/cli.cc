@@ -64,6 +64,9 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
                           "backend name (default: the fastest available one that supports the precision)");
   run_command->add_option("--precision", run.precision,
                           "exact | fp32 | bf16 | fp16 (default: the inputs' msa_config.precision, else exact)");
+  run_command->add_option("--index-format", run.index_format,
+                          "native | e4m3: index_q, index_k rounded to fp8 E4M3 first (default: the inputs' "
+                          "msa_config.index_format, else native)");
   AddThreadsOption(run_command, &run.threads);
   run_command->add_option("--mass-recall-queries", run.mass_recall_queries,
                           "queries sampled for attention-mass recall")

@@ -129,13 +129,13 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
   }
   for (const auto& [key, value] : json.items()) {
     static const char* kKnown[] = {"block_size", "top_k", "init_blocks", "pooling", "softmax_scale",
-                                   "index_scale", "precision"};
+                                   "index_scale", "precision", "index_format"};
     const std::string& name = key;  // clang 14 cannot capture a structured binding in a lambda
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; }) ==
         std::end(kKnown)) {
       return InvalidArgument(origin + ": msa_config." + key + " = " + Brief(value) +
                              ": not a known key (known: block_size, top_k, init_blocks, pooling, softmax_scale, "
-                             "index_scale, precision)");
+                             "index_scale, precision, index_format)");
     }
   }
   MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "block_size", true, &config->block_size));
@@ -150,6 +150,12 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
       (!json["precision"].is_string() || !ParsePrecision(json["precision"].get<std::string>(), &config->precision))) {
     return InvalidArgument(origin + ": msa_config.precision = " + Brief(json["precision"]) +
                            ": must be \"exact\", \"fp32\", \"bf16\" or \"fp16\"");
+  }
+  if (json.contains("index_format") &&
+      (!json["index_format"].is_string() ||
+       !ParseIndexFormat(json["index_format"].get<std::string>(), &config->index_format))) {
+    return InvalidArgument(origin + ": msa_config.index_format = " + Brief(json["index_format"]) +
+                           ": must be \"native\" or \"e4m3\"");
   }
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "softmax_scale", &config->softmax_scale));
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "index_scale", &config->index_scale));

@@ -26,8 +26,10 @@ class NaiveEvaluator {
       // Each element is rounded on its own, so any split over threads gives the same values.
       double* values = widened->data();
       const int64_t size = int64_t(widened->size());
+      // index_format e4m3: what msa::Select hands every backend (E4M3 values are exact in every precision).
+      const bool e4m3 = config_.index_format == IndexFormat::kE4M3 && (widened == &index_q_ || widened == &index_k_);
 #pragma omp parallel for schedule(static) if (size >= 65536)
-      for (int64_t i = 0; i < size; ++i) values[i] = Round(values[i]);
+      for (int64_t i = 0; i < size; ++i) values[i] = Round(e4m3 ? RoundToE4M3(values[i]) : values[i]);
     }
   }
 

@@ -4,7 +4,8 @@
 //
 // For precision P with storage rounding R (double, float, bf16 or fp16) and accumulator A (double for
 // kExact, float otherwise):
-//   inputs are rounded to R;  dot = sequential sum in A of A-products;  score = R(R(dot) * scale);
+//   inputs are rounded to R (index inputs to E4M3 first where index_format is e4m3);
+//   dot = sequential sum in A of A-products;  score = R(R(dot) * scale);
 //   max pooling = max; lse pooling = m + log(sum exp(x - m)) in A; mean pooling = R(mean key in A), then dot;
 //   attention: m = max s, p = exp(s - m) in A, l = sum p in A, out = R(sum_j R(p_j / l) * v_j in A),
 //   lse = m + log(l) in A (kernels keep lse in fp32);  index_lse = lse of the token scores in A.

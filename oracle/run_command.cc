@@ -110,6 +110,10 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   if (!options.precision.empty() && !ParsePrecision(options.precision, &precision)) {
     return CliFail(streams, "--precision " + options.precision + ": must be exact, fp32, bf16 or fp16");
   }
+  IndexFormat index_format = IndexFormat::kNative;
+  if (!options.index_format.empty() && !ParseIndexFormat(options.index_format, &index_format)) {
+    return CliFail(streams, "--index-format " + options.index_format + ": must be native or e4m3");
+  }
   if (!options.out.empty()) {
     if (Status status = CheckOutputPath("--out", options.out); !status.ok()) return CliFail(streams, status.message());
   }
@@ -133,6 +137,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   }
   const double load_seconds = load_clock.Seconds();
   if (!options.precision.empty()) problem.config.precision = precision;  // else the inputs' (default exact)
+  if (!options.index_format.empty()) problem.config.index_format = index_format;  // else the inputs' (native)
   const Backend* backend = nullptr;
   if (Status status = ChooseBackend(named, problem.config, !options.precision.empty(), &backend); !status.ok()) {
     return CliFail(streams, status.message());

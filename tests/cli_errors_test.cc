@@ -406,7 +406,27 @@ TEST_F(CliErrorsTest, UnknownConfigKey) {
   file.metadata["msa_config"] = R"({"block_size":4,"topk":3,"init_blocks":0,"pooling":"max"})";
   ExpectRefusedInput(RunOn(file),
                      "msa_config.topk = 3: not a known key (known: block_size, top_k, init_blocks, pooling, "
-                     "softmax_scale, index_scale, precision)");
+                     "softmax_scale, index_scale, precision, index_format)");
+}
+
+TEST_F(CliErrorsTest, UnknownIndexFormat) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":0,"pooling":"max","index_format":"fp8"})";
+  ExpectRefusedInput(RunOn(file), "msa_config.index_format = \"fp8\": must be \"native\" or \"e4m3\"");
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--index-format", "fp8"}),
+                "--index-format fp8: must be native or e4m3");
+}
+
+// With index_format e4m3, an index value beyond the format's range is refused by name and position.
+TEST_F(CliErrorsTest, IndexValueBeyondE4M3) {
+  SafetensorsFile file = ValidFile();
+  SafetensorsTensor& index_k = Tensor(file, "index_k");  // [total_k, 1, Di] F64
+  const double beyond = -1000;
+  std::memcpy(index_k.bytes.data() + 2 * sizeof(double), &beyond, sizeof(double));  // row 0, dim 2
+  ASSERT_TRUE(WriteSafetensors(in_, file).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--index-format", "e4m3"}),
+                "index_k[0, 0, 2] = -1000: index_format e4m3 takes finite values in [-448, 448]");
 }
 
 TEST_F(CliErrorsTest, ConfigNotJson) {

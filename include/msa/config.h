@@ -20,10 +20,23 @@ enum class Pooling {
 // Which arithmetic a backend uses. kExact is the canonical FP64 order of SPEC section 4.
 enum class Precision { kExact, kFp32, kBf16, kFp16 };
 
+// The number format of the index branch's inputs. kE4M3: index_q and index_k are rounded (to nearest, ties to
+// even) to fp8 E4M3 values (OCP E4M3FN: 3 significand bits after the leading one, exponents -6..8, subnormals
+// down to 2^-9, largest finite 448, no infinities) before any backend sees them; the index branch then runs as
+// usual on those values, in every precision. Values outside [-448, 448] or not finite are refused. The fp8
+// mode of fast index kernels (issue 6); not in SPEC v1, which has kNative only.
+enum class IndexFormat { kNative, kE4M3 };
+inline constexpr double kE4M3Max = 448;
+
 std::string_view PoolingName(Pooling pooling);
 bool ParsePooling(std::string_view name, Pooling* pooling);
 std::string_view PrecisionName(Precision precision);
 bool ParsePrecision(std::string_view name, Precision* precision);
+std::string_view IndexFormatName(IndexFormat format);  // "native", "e4m3"
+bool ParseIndexFormat(std::string_view name, IndexFormat* format);
+// The nearest E4M3 value to a finite x with |x| <= kE4M3Max, ties to even (exact: scaling by powers of two and
+// floor only). The sign of zero is kept.
+double RoundToE4M3(double x);
 
 struct Config {
   int num_q_heads = 64;     // Hq
@@ -38,6 +51,7 @@ struct Config {
   std::optional<double> softmax_scale;  // default 1 / sqrt(D)
   std::optional<double> index_scale;    // default 1 / sqrt(Di)
   Precision precision = Precision::kExact;
+  IndexFormat index_format = IndexFormat::kNative;
 
   int group_size() const { return num_q_heads / num_kv_heads; }  // G
   double SoftmaxScale() const;  // softmax_scale, or 1.0 / sqrt(double(D)) (two IEEE roundings)
@@ -53,8 +67,8 @@ inline constexpr int kMaxTopK = 1 << 20;
 Status ValidateConfig(const Config& config);
 
 // The config as the JSON object of the file contract (SPEC section 7): block_size, top_k, init_blocks,
-// pooling, softmax_scale, index_scale (scales only when set), precision (only when not exact). Head counts and
-// dims come from the shapes.
+// pooling, softmax_scale, index_scale (scales only when set), precision (only when not exact), index_format
+// (only when not native). Head counts and dims come from the shapes.
 std::string ConfigToJson(const Config& config);
 std::string DescribeConfig(const Config& config);  // one line for humans
 

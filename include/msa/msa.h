@@ -86,7 +86,9 @@ Status ValidateSelectionForAttend(const Config& config, const Batch& batch, cons
 // (A score that overflows to -inf is harmless: its weight is 0, as the exact value's would be.)
 Status RequireFiniteAttention(const Config& config, const Batch& batch, const AttentionOutputs& outputs);
 
-// Entry points: validate, check that the backend is available and supports the config, then compute.
+// Entry points: validate, check that the backend is available and supports the config, then compute. With
+// config.index_format == kE4M3, Select hands the backend index_q and index_k rounded to E4M3 values (packed F64
+// copies; a value that is not finite or beyond +-448 is refused, named by tensor and position).
 Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
               const SelectionOutputs& outputs, const ProgressFn& progress = {});
 Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,
