@@ -29,7 +29,8 @@
 //              test): a NaN score makes the running min NaN, a +inf scaled score makes a written block max +inf,
 //              a -inf one the running min's scaled value -inf; bad rows go to atomicMin(bad_row, t * Hidx + r).
 //   grid       grid.x = 128-row tiles, latest rows first; grid.y splits the key blocks for decode and short
-//              chunks (the launcher of BlockMaxScores with 128-row tiles, one CTA per SM).
+//              chunks (the launcher of BlockMaxScores with 128-row tiles, one CTA per SM); grid.z = the sequences
+//              of a batched chunk (EnterSequence: the CTA's sequence, its rows at their offset in bs).
 // Pipeline of tile i (all threads; cp.async groups: Q, tiles 0..2 in the prologue, then one per tile):
 //   wait tile i + 1 landed (cp.async.wait_group 1); proxy fence; barrier (also: tile i - 1's stage is free)
 //   cp.async tile i + 3 -> the stage of tile i - 1
@@ -40,6 +41,7 @@
 // docs:end gpu-block-max-wgmma
 #include <cmath>
 
+#include "gpu/chunk.cuh"
 #include "gpu/kernels.h"
 #include "gpu/mma.cuh"
 #include "gpu/wgmma.cuh"
@@ -131,9 +133,11 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
   // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes
   // the wgmmas that stay in flight across the loop's back edge (C7518).
+  bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
   const int hidx = g.hidx, bk = g.bk;
   const int rows = int(g.nq) * hidx;
   const int tiles_x = (rows + kCtaRows - 1) / kCtaRows;
+  if (int(blockIdx.x) >= tiles_x) return;  // past a shorter sequence's rows (batched chunks); uniform
   const int row0 = (tiles_x - 1 - int(blockIdx.x)) * kCtaRows;  // the longest rows (latest queries) first
   const int row_last = (row0 + kCtaRows < rows ? row0 + kCtaRows : rows) - 1;
   const int pos0 = int(g.pos0);
@@ -319,22 +323,22 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
 
 template <int kLowp, int kWgs>
 cudaError_t LaunchBlockMaxWgmma(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                                float scale, float* bs, unsigned long long* bad_row) {
+                                float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   constexpr int kCtaRows = kWgs * 64;
   const size_t smem = SmemBytes(kWgs);
   const auto kernel = BlockMaxWgmmaKernel<kLowp, kWgs>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows);
-  kernel<<<plan.grid, kWgs * 128, smem>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
+  kernel<<<plan.grid, kWgs * 128, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 
 template <int kLowp>
 cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
-                             float* bs, unsigned long long* bad_row) {
-  if (g.nq * g.hidx <= 64) return LaunchBlockMaxWgmma<kLowp, 1>(index_q, index_k, g, scale, bs, bad_row);
-  return LaunchBlockMaxWgmma<kLowp, 2>(index_q, index_k, g, scale, bs, bad_row);
+                             float* bs, unsigned long long* bad_row, cudaStream_t stream) {
+  if (g.nq * g.hidx <= 64) return LaunchBlockMaxWgmma<kLowp, 1>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return LaunchBlockMaxWgmma<kLowp, 2>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace
@@ -344,17 +348,17 @@ bool BlockMaxScoresWgmmaFits(int di, int bk, float scale) {
 }
 
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                                float scale, float* bs, unsigned long long* bad_row) {
+                                float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
   if (!BlockMaxScoresWgmmaFits(g.di, g.bk, scale)) return cudaErrorNotSupported;
   // The kernel's 32-bit geometry (rows, key positions, block ends): past it (a 2^31-key sequence), the mma.sync
   // kernel, which computes the same bits.
   constexpr int64_t kInt32Max = 2147483647;
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) {
-    return BlockMaxScores(lowp, index_q, index_k, g, scale, bs, bad_row);
+    return BlockMaxScores(lowp, index_q, index_k, g, scale, bs, bad_row, stream);
   }
-  if (lowp == kLowpBF16) return BlockMaxWgmmaFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row);
-  return BlockMaxWgmmaFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row);
+  if (lowp == kLowpBF16) return BlockMaxWgmmaFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return BlockMaxWgmmaFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace msa::gpu

@@ -132,6 +132,11 @@ NOTES[-1]="MSA_GPU_TOPK_KERNEL=fast: $(gtest_note "$OUT_DIR/gtest_conformance_to
 MSA_GPU_KV_LISTS=general step conformance_kv_lists_general 600 "$BUILD/tests/conformance_test" \
   --gtest_output=json:"$OUT_DIR/gtest_conformance_kv_lists_general.json"
 NOTES[-1]="MSA_GPU_KV_LISTS=general: $(gtest_note "$OUT_DIR/gtest_conformance_kv_lists_general.json")"
+# The index branch runs a decode batch as one batched chunk (gpu_backend.cc ChooseIndexBatch): the per-sequence
+# launches, which the default run then skips on decode batches, forced here (batched vs per-sequence: gpu_tests).
+MSA_GPU_INDEX_BATCH=per-sequence step conformance_index_per_sequence 600 "$BUILD/tests/conformance_test" \
+  --gtest_output=json:"$OUT_DIR/gtest_conformance_index_per_sequence.json"
+NOTES[-1]="MSA_GPU_INDEX_BATCH=per-sequence: $(gtest_note "$OUT_DIR/gtest_conformance_index_per_sequence.json")"
 
 MSA="$BUILD/oracle/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"

@@ -231,9 +231,31 @@ Status ChooseTopKKernel(TopKKernel* kernel) {
   return Status::Ok();
 }
 
+// How the bf16/fp16 max-pooling index branch is launched: per sequence (one chunk per sequence, several for a long
+// prefill: one block-max launch and one top-k each), or, on a decode batch (gpu/kernels.h IsDecodeBatch), as one
+// batched chunk (ChunkGeometry::sequences): one block-max launch and one top-k for every sequence's rows, the same
+// bits (tests/gpu_backend_test.cc, gpu/batched_decode_first_run.sh). Batched applies where the chunk's kernels take
+// it: low precision, max pooling on BlockMaxScores(Wgmma), the RankTopK family, and the batch's block scores within
+// the chunk budget; there it is the default. MSA_GPU_INDEX_BATCH=batched|per-sequence forces one (batched only where
+// it applies, so it only names the default); any other value is refused, in every precision and before any device
+// work. allow_batched: false when per-sequence is forced.
+Status ChooseIndexBatch(bool* allow_batched) {
+  *allow_batched = true;
+  if (const char* forced = std::getenv("MSA_GPU_INDEX_BATCH"); forced != nullptr && *forced != '\0') {
+    const std::string name = forced;
+    if (name != "batched" && name != "per-sequence") {
+      return InvalidArgument("MSA_GPU_INDEX_BATCH is \"" + name + "\": expected batched or per-sequence (or unset)");
+    }
+    *allow_batched = name == "batched";
+  }
+  return Status::Ok();
+}
+
 Status SelectImpl(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
+  bool allow_batched = true;
+  MSA_RETURN_IF_ERROR(ChooseIndexBatch(&allow_batched));  // a misspelt value is refused even without a device
   const Batch& batch = inputs.batch;
   const int64_t total_q = batch.total_q();
   if (total_q == 0) return Status::Ok();
@@ -249,18 +271,35 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   MSA_RETURN_IF_ERROR(Upload(inputs.index_q, config.precision, "index_q", &index_q));
   MSA_RETURN_IF_ERROR(Upload(inputs.index_k, config.precision, "index_k", &index_k));
 
-  // The chunk plan and the largest scratch any chunk needs.
+  // The chunk plan and the largest scratch any chunk needs; the sequences with queries as the chunks of one batched
+  // chunk (ChooseIndexBatch): its block-score buffer holds the rows (t - t0) * Hidx + r of the queries
+  // [t0, t0 + batch_nq), its top-k workspace is sized for the bound num_sequences * nq * Hidx (gpu/kernels.h).
   int64_t max_rows = 0, max_tokens = 0, max_full_means = 0, max_nq = 0;
+  std::vector<SequenceChunk> sequence_chunks;
+  int64_t longest_q = 0, latest_pos = 0;
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {
-    const int64_t q_len = batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b];
-    const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
+    const int64_t q_begin = batch.cu_seqlens_q[b], q_len = batch.cu_seqlens_q[b + 1] - q_begin;
+    const int64_t key_begin = batch.cu_seqlens_k[b], k_len = batch.cu_seqlens_k[b + 1] - key_begin;
     if (q_len == 0) continue;
     const int64_t nq = ChunkQueries(config, q_len, k_len, max_blocks);
     max_nq = std::max(max_nq, nq);
     max_rows = std::max(max_rows, nq * hidx);
     max_tokens = std::max(max_tokens, nq * hidx * k_len);
     max_full_means = std::max(max_full_means, (k_len / bk) * di);
+    sequence_chunks.push_back(SequenceChunk{q_begin, q_len, k_len - q_len, key_begin, k_len});
+    longest_q = std::max(longest_q, q_len);
+    latest_pos = std::max(latest_pos, k_len - 1);
   }
+  const double scale = config.IndexScale();
+  const int64_t num_chunks = int64_t(sequence_chunks.size());
+  const int64_t batch_nq =
+      sequence_chunks.back().t0 + sequence_chunks.back().nq - sequence_chunks.front().t0;  // total_q > 0
+  const bool batched = allow_batched && !exact && config.pooling == Pooling::kMax &&
+                       BlockMaxScoresFits(int(di), int(bk), float(scale)) && RankTopKFits(int(top_k)) &&
+                       IsDecodeBatch(longest_q, num_chunks) &&
+                       batch_nq * hidx * max_blocks * int64_t(sizeof(float)) <= kChunkBudgetBytes;
+  const int64_t bs_rows = batched ? batch_nq * hidx : max_rows;                 // block-score buffer rows
+  const int64_t rank_rows = batched ? num_chunks * longest_q * hidx : max_rows;  // top-k workspace rows (bound)
   const bool want_lse = outputs.index_lse != nullptr;
   DeviceBuffer<int32_t> topk;
   DeviceBuffer<double> index_lse, bs_double, tokens, means, pmeans, work;
@@ -278,12 +317,11 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     }
     if (want_lse) MSA_RETURN_IF_ERROR(work.Allocate(max_rows * top_k * bk, "index_lse work"));
   } else {
-    MSA_RETURN_IF_ERROR(bs_float.Allocate(max_rows * max_blocks, "block scores"));
+    MSA_RETURN_IF_ERROR(bs_float.Allocate(bs_rows * max_blocks, "block scores"));
   }
   const unsigned long long no_bad = std::numeric_limits<unsigned long long>::max();
   MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(bad_row.get(), &no_bad, sizeof no_bad, cudaMemcpyHostToDevice));
 
-  const double scale = config.IndexScale();
   const int pooling = int(config.pooling);
   bool index_wgmma = false;
   TopKKernel topk_kernel = TopKKernel::kWarp;
@@ -292,27 +330,95 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   // RankTopKThreshold's split lists (decode shapes), sized for the largest chunk.
   DeviceBuffer<unsigned char> topk_workspace;
   const bool may_threshold = topk_kernel != TopKKernel::kWarp && RankTopKFits(int(top_k));
-  const size_t topk_workspace_bytes = may_threshold ? RankTopKThresholdWorkspaceBytes(max_rows, int(top_k)) : 0;
+  const size_t topk_workspace_bytes = may_threshold ? RankTopKThresholdWorkspaceBytes(rank_rows, int(top_k)) : 0;
   MSA_RETURN_IF_ERROR(topk_workspace.Allocate(int64_t(topk_workspace_bytes), "top-k split lists"));
+  DeviceBuffer<SequenceChunk> d_sequence_chunks;
+  if (batched) {
+    MSA_RETURN_IF_ERROR(d_sequence_chunks.Allocate(num_chunks, "sequence chunks"));
+    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_sequence_chunks.get(), sequence_chunks.data(),
+                                        size_t(num_chunks) * sizeof(SequenceChunk), cudaMemcpyHostToDevice));
+  }
   std::vector<double> host_bs_double;
   std::vector<float> host_bs_float;
+  // The fields every chunk of the batch shares.
+  ChunkGeometry base;
+  base.total_q = total_q;
+  base.hidx = int(hidx);
+  base.di = int(di);
+  base.bk = int(bk);
+  base.top_k = int(top_k);
+  base.init_blocks = config.init_blocks;
+  base.max_blocks = max_blocks;
+  const int lowp = LowpCode(config.precision);
+  // Block maxima of a (batched) chunk into bs_float (the default stream).
+  const auto block_max = [&](const ChunkGeometry& g) {
+    return (index_wgmma ? BlockMaxScoresWgmma : BlockMaxScores)(lowp, index_q.narrow.get(), index_k.narrow.get(), g,
+                                                                float(scale), bs_float.get(), bad_row.get(), nullptr);
+  };
+  // The selection of a (batched) chunk's rows from bs_float by the RankTopK family, or RankFloat past it.
+  const auto rank_lowp = [&](const ChunkGeometry& g) -> Status {
+    if (may_threshold && (topk_kernel == TopKKernel::kThreshold || RankTopKThresholdPaysOff(g))) {
+      MSA_CUDA_RETURN_IF_ERROR(
+          RankTopKThreshold(bs_float.get(), g, topk_workspace.get(), topk_workspace_bytes, topk.get()));
+    } else if (RankTopKFits(int(top_k))) {
+      MSA_CUDA_RETURN_IF_ERROR(RankTopK(bs_float.get(), g, topk.get()));
+    } else {
+      MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));
+    }
+    return Status::Ok();
+  };
+  // Copies the buffer's `rows` rows (t - t0) * Hidx + r into outputs.block_scores [Hidx, total_q, max_blocks].
+  const auto download_block_scores = [&](int64_t t0, int64_t rows) -> Status {
+    const size_t n = size_t(rows * max_blocks);
+    if (exact) {
+      host_bs_double.resize(n);
+      MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_double.data(), bs_double.get(), n * 8, cudaMemcpyDeviceToHost));
+    } else {
+      host_bs_float.resize(n);
+      MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_float.data(), bs_float.get(), n * 4, cudaMemcpyDeviceToHost));
+    }
+    for (int64_t row = 0; row < rows; ++row) {
+      double* dst = outputs.block_scores + ((row % hidx) * total_q + t0 + row / hidx) * max_blocks;
+      for (int64_t blk = 0; blk < max_blocks; ++blk) {
+        dst[blk] = exact ? host_bs_double[row * max_blocks + blk] : double(host_bs_float[row * max_blocks + blk]);
+      }
+    }
+    return Status::Ok();
+  };
   KernelTimer timer;
+  if (batched) {  // one block-max launch and one top-k for every sequence (gpu/kernels.h ChunkGeometry::sequences)
+    ChunkGeometry g = base;
+    g.t0 = sequence_chunks.front().t0;
+    g.nq = longest_q;
+    g.pos0 = latest_pos - longest_q + 1;
+    g.sequences = d_sequence_chunks.get();
+    g.num_sequences = num_chunks;
+    MSA_CUDA_RETURN_IF_ERROR(FillFloat(bs_float.get(), batch_nq * hidx * max_blocks, -INFINITY));
+    MSA_CUDA_RETURN_IF_ERROR(block_max(g));
+    MSA_RETURN_IF_ERROR(rank_lowp(g));
+    for (const SequenceChunk& chunk : sequence_chunks) {  // index_lse per sequence (an optional training output)
+      if (!want_lse) continue;
+      ChunkGeometry gs = base;
+      gs.t0 = chunk.t0;
+      gs.nq = chunk.nq;
+      gs.pos0 = chunk.pos0;
+      gs.key_begin = chunk.key_begin;
+      gs.k_len = chunk.k_len;
+      MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), gs,
+                                            float(scale), index_lse.get()));
+    }
+    if (outputs.block_scores != nullptr) MSA_RETURN_IF_ERROR(download_block_scores(g.t0, batch_nq * hidx));
+    if (progress) progress(1.0);
+  }
   int64_t done_rows = 0;
-  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+  for (int64_t b = 0; !batched && b < batch.num_sequences(); ++b) {  // per sequence, unless batched above
     const int64_t q_begin = batch.cu_seqlens_q[b], q_len = batch.cu_seqlens_q[b + 1] - q_begin;
     const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
     if (q_len == 0) continue;
     const int64_t nq_max = ChunkQueries(config, q_len, k_len, max_blocks);
-    ChunkGeometry g;
+    ChunkGeometry g = base;
     g.key_begin = batch.cu_seqlens_k[b];
     g.k_len = k_len;
-    g.total_q = total_q;
-    g.hidx = int(hidx);
-    g.di = int(di);
-    g.bk = int(bk);
-    g.top_k = int(top_k);
-    g.init_blocks = config.init_blocks;
-    g.max_blocks = max_blocks;
     if (exact && config.pooling == Pooling::kMean) {
       MSA_CUDA_RETURN_IF_ERROR(ExactFullBlockMeans(index_k.wide.get(), g, means.get()));
     }
@@ -337,48 +443,23 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
               ExactIndexLse(index_q.wide.get(), index_k.wide.get(), topk.get(), g, scale, work.get(), index_lse.get()));
         }
       } else {
-        const int lowp = LowpCode(config.precision);
         MSA_CUDA_RETURN_IF_ERROR(FillFloat(bs_float.get(), rows * max_blocks, -INFINITY));
         if (config.pooling == Pooling::kMean) {
           MSA_CUDA_RETURN_IF_ERROR(LowpMeanScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
                                                   bs_float.get(), bad_row.get()));
         } else if (config.pooling == Pooling::kMax && BlockMaxScoresFits(int(di), int(bk), float(scale))) {
-          const auto block_max = index_wgmma ? BlockMaxScoresWgmma : BlockMaxScores;
-          MSA_CUDA_RETURN_IF_ERROR(block_max(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
-                                             bs_float.get(), bad_row.get()));
+          MSA_CUDA_RETURN_IF_ERROR(block_max(g));
         } else {
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
                                                    float(scale), bs_float.get(), bad_row.get()));
         }
-        if (may_threshold && (topk_kernel == TopKKernel::kThreshold || RankTopKThresholdPaysOff(g))) {
-          MSA_CUDA_RETURN_IF_ERROR(RankTopKThreshold(bs_float.get(), g, topk_workspace.get(), topk_workspace_bytes,
-                                                     topk.get()));
-        } else if (RankTopKFits(int(top_k))) {
-          MSA_CUDA_RETURN_IF_ERROR(RankTopK(bs_float.get(), g, topk.get()));
-        } else {
-          MSA_CUDA_RETURN_IF_ERROR(RankFloat(bs_float.get(), g, topk.get()));
-        }
+        MSA_RETURN_IF_ERROR(rank_lowp(g));
         if (want_lse) {
           MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), g,
                                                 float(scale), index_lse.get()));
         }
       }
-      if (outputs.block_scores != nullptr) {  // chunk rows (t - t0) * Hidx + r -> [Hidx, total_q, max_blocks]
-        const size_t n = size_t(rows * max_blocks);
-        if (exact) {
-          host_bs_double.resize(n);
-          MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_double.data(), bs_double.get(), n * 8, cudaMemcpyDeviceToHost));
-        } else {
-          host_bs_float.resize(n);
-          MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(host_bs_float.data(), bs_float.get(), n * 4, cudaMemcpyDeviceToHost));
-        }
-        for (int64_t row = 0; row < rows; ++row) {
-          double* dst = outputs.block_scores + ((row % hidx) * total_q + g.t0 + row / hidx) * max_blocks;
-          for (int64_t blk = 0; blk < max_blocks; ++blk) {
-            dst[blk] = exact ? host_bs_double[row * max_blocks + blk] : double(host_bs_float[row * max_blocks + blk]);
-          }
-        }
-      }
+      if (outputs.block_scores != nullptr) MSA_RETURN_IF_ERROR(download_block_scores(g.t0, rows));
       done_rows += g.nq;
       if (progress) progress(double(done_rows) / double(total_q));
     }

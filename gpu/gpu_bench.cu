@@ -22,15 +22,23 @@
 // q_len 1), the general ones elsewhere or with lists=general; with direct lists, after the timed runs the same
 // main-branch kernel recomputes out / lse from the same selection with the general lists and the two are compared
 // bit for bit ("lists_check": "ok" or "MISMATCH", "lists_diff_words": differing 32-bit words of out and lse; exit
-// status 1 on a mismatch). Prints one JSON object.
+// status 1 on a mismatch). In decode the index branch runs as one batched chunk (ChunkGeometry::sequences: one
+// block-max launch and one top-k for every sequence) where the backend would batch it (IsDecodeBatch: q_len <= 16),
+// per sequence with index_batch=per-sequence; batched, after the timed runs the per-sequence launches recompute the
+// block scores and the selection on the same inputs and the two are compared bit for bit ("batch_check": "ok" or
+// "MISMATCH", "batch_diff_entries": differing entries, bad-row flags included; the first difference goes to stderr;
+// exit status 1 on a mismatch). In decode with a KV-outer main branch the whole step (index, top-k, main branch) is
+// also captured as one CUDA graph and its replays timed ("step_graph_ms"; the selection and outputs poisoned before
+// each replay, the last replay's checked as above). Prints one JSON object.
 //
 //   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...] [lists=general]    one causal sequence of N tokens
-//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...] [lists=...]
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...] [lists=...] [index_batch=...]
 //                                                                B sequences of L keys, Q queries each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
 //   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere)
 //   topk=by-shape (default, see above) | warp (RankTopK) | fast (RankTopKThreshold on every chunk)
 //   lists=direct (default where q_len is 1) | general (the default elsewhere; direct needs q_len 1)
+//   index_batch=batched (default in decode with q_len <= 16) | per-sequence
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -205,6 +213,10 @@ struct Result {
   int64_t topk_diffs = -1;   // selection entries where RankTopKThreshold and RankTopK differ; -1: not compared
   bool direct_lists = false;  // the KV-outer main branch ran on the direct lists
   int64_t lists_diffs = -1;   // 32-bit words of out and lse where direct and general lists differ; -1: not compared
+  bool batched = false;       // the index branch ran as one batched chunk
+  int64_t batch_diffs = -1;   // block-score and selection entries (and bad-row flags) where batched and per-sequence
+                              // differ; -1: not compared
+  double step_graph_ms = 0;   // index + top-k + main branch as one replayed CUDA graph (decode, KV-outer); 0: not run
 };
 
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
@@ -216,11 +228,13 @@ struct Shape {
   bool index_named = false;  // index=... given: no fallback from wgmma
   TopK topk = TopK::kByShape;
   bool general_lists = false;  // lists=general: never the direct lists
+  bool decode = false;         // decode mode: the whole step is also timed as one CUDA graph
+  bool batched = false;        // the index branch as one batched chunk (decode batches, index_batch=batched)
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
 
-// The index branch (in chunks of one sequence), the top-k and the main branch; the main branch is also
-// captured once in a CUDA graph (kv-outer only) and its replays timed.
+// The index branch (in chunks of one sequence, or one batched chunk), the top-k and the main branch; the main branch
+// is also captured once in a CUDA graph (kv-outer only) and its replays timed, and in decode the whole step too.
 Result Run(Shape shape, int reps) {
   const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
   const int64_t total_k = shape.batch * k_len;
@@ -231,7 +245,9 @@ Result Run(Shape shape, int reps) {
   uint16_t* k = RandomBf16(total_k * kHkv * kDim, 4);         // [total_k, Hkv, D]
   uint16_t* v = RandomBf16(total_k * kHkv * kDim, 5);         // [total_k, Hkv, Dv]
   const int64_t nq_chunk = std::min<int64_t>(q_len, kChunkBudgetBytes / (kHkv * max_blocks * 4));
-  float* bs = Allocate<float>(nq_chunk * kHkv * max_blocks);  // [nq_chunk * Hidx, max_blocks]
+  // Block-score rows: one chunk's, or (batched) every query's: [bs_rows, max_blocks]
+  const int64_t bs_rows = (shape.batched ? total_q : nq_chunk) * kHkv;
+  float* bs = Allocate<float>(bs_rows * max_blocks);
   int32_t* topk = Allocate<int32_t>(kHkv * total_q * kTopK);  // [Hidx, total_q, top_k]
   double* out = Allocate<double>(total_q * kHq * kDim);       // [total_q, Hq, Dv]
   double* lse = Allocate<double>(total_q * kHq);              // [total_q, Hq]
@@ -297,11 +313,27 @@ Result Run(Shape shape, int reps) {
       chunks.push_back(g);
     }
   }
-  const auto block_max = [&](const ChunkGeometry& g, float* scores, unsigned long long* bad_row) {
+  // The index launches: the chunks one by one, or (batched) one chunk over every sequence, whose rows are every
+  // query's (t * Hidx + r: its t0 is 0); the bench's sequences are alike, so its bounds are exact.
+  std::vector<ChunkGeometry> launches = chunks;
+  SequenceChunk* d_sequences = nullptr;  // [batch]
+  if (shape.batched) {
+    std::vector<SequenceChunk> sequences;
+    for (const ChunkGeometry& g : chunks) sequences.push_back(SequenceChunk{g.t0, g.nq, g.pos0, g.key_begin, g.k_len});
+    d_sequences = Allocate<SequenceChunk>(int64_t(sequences.size()));
+    BENCH_CHECK(cudaMemcpy(d_sequences, sequences.data(), sequences.size() * sizeof(SequenceChunk),
+                           cudaMemcpyHostToDevice));
+    ChunkGeometry g = chunks.front();
+    g.sequences = d_sequences;
+    g.num_sequences = int64_t(sequences.size());
+    launches = {g};
+  }
+  const auto launch_rows = [](const ChunkGeometry& g) { return g.num_sequences * g.nq * kHkv; };
+  const auto block_max = [&](const ChunkGeometry& g, float* scores, unsigned long long* bad_row, cudaStream_t on) {
     if (shape.index == Index::kWgmma) {
-      BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row));
+      BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row, on));
     } else {
-      BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row));
+      BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row, on));
     }
   };
   // RankTopKThreshold's split lists, and RankTopK's selection on the same block scores (topk=fast).
@@ -309,7 +341,7 @@ Result Run(Shape shape, int reps) {
   const auto ranks_by_threshold = [&](const ChunkGeometry& g) {
     return shape.topk == TopK::kThreshold || (shape.topk == TopK::kByShape && RankTopKThresholdPaysOff(g));
   };
-  const size_t topk_ws_bytes = threshold ? RankTopKThresholdWorkspaceBytes(nq_chunk * kHkv, kTopK) : 0;
+  const size_t topk_ws_bytes = threshold ? RankTopKThresholdWorkspaceBytes(bs_rows, kTopK) : 0;
   void* topk_ws = topk_ws_bytes > 0 ? static_cast<void*>(Allocate<unsigned char>(int64_t(topk_ws_bytes))) : nullptr;
   int32_t* topk_ref = threshold ? Allocate<int32_t>(kHkv * total_q * kTopK) : nullptr;  // [Hidx, total_q, top_k]
   if (threshold) BENCH_CHECK(cudaMemset(topk_ref, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
@@ -328,6 +360,14 @@ Result Run(Shape shape, int reps) {
       BENCH_CHECK(QOuterAttend(kLowpBF16, q, k, v, topk, d_position, d_key_begin, ag, scale, out, lse));
     }
   };
+  // The selection of a launch's rows from `scores` into `selection`, by the chosen top-k kernel.
+  const auto rank = [&](const ChunkGeometry& g, const float* scores, int32_t* selection, cudaStream_t on) {
+    if (ranks_by_threshold(g)) {
+      BENCH_CHECK(RankTopKThreshold(scores, g, topk_ws, topk_ws_bytes, selection, on));
+    } else {
+      BENCH_CHECK(RankTopK(scores, g, selection, on));
+    }
+  };
   const auto poison_outputs = [&] {
     BENCH_CHECK(cudaMemset(out, 0xff, size_t(total_q * kHq * kDim) * 8));  // NaN
     BENCH_CHECK(cudaMemset(lse, 0xff, size_t(total_q * kHq) * 8));
@@ -339,17 +379,13 @@ Result Run(Shape shape, int reps) {
     poison_outputs();
     BENCH_CHECK(cudaMemset(flags, 0xff, 8));  // flags[0]: the first bad index row (none: all ones)
     BENCH_CHECK(cudaMemset(flags + 1, 0, 2 * 8));
-    for (const ChunkGeometry& g : chunks) {
-      BENCH_CHECK(cudaMemset(bs, 0xff, size_t(g.nq * kHkv * max_blocks) * 4));  // NaN: never ranked unwritten
+    for (const ChunkGeometry& g : launches) {
+      BENCH_CHECK(cudaMemset(bs, 0xff, size_t(launch_rows(g) * max_blocks) * 4));  // NaN: never ranked unwritten
       index_timer.Begin();
-      block_max(g, bs, flags);
+      block_max(g, bs, flags, nullptr);
       index_timer.End();
       topk_timer.Begin();
-      if (ranks_by_threshold(g)) {
-        BENCH_CHECK(RankTopKThreshold(bs, g, topk_ws, topk_ws_bytes, topk));
-      } else {
-        BENCH_CHECK(RankTopK(bs, g, topk));
-      }
+      rank(g, bs, topk, nullptr);
       topk_timer.End();
       if (threshold && rep == -1) BENCH_CHECK(RankTopK(bs, g, topk_ref));  // the reference twin, untimed
     }
@@ -367,9 +403,11 @@ Result Run(Shape shape, int reps) {
   result.main = shape.main;
   result.index = shape.index;
   result.topk = shape.topk;
+  result.batched = shape.batched;
   if (threshold) {  // the last repetition's selection against RankTopK's, entry for entry
-    result.topk_threshold_chunks = std::count_if(chunks.begin(), chunks.end(), ranks_by_threshold);
-    result.topk_splits = ranks_by_threshold(chunks.back()) ? RankTopKThresholdSplits(chunks.back(), topk_ws_bytes) : 0;
+    result.topk_threshold_chunks = std::count_if(launches.begin(), launches.end(), ranks_by_threshold);
+    result.topk_splits =
+        ranks_by_threshold(launches.back()) ? RankTopKThresholdSplits(launches.back(), topk_ws_bytes) : 0;
     const int64_t n = kHkv * total_q * kTopK;
     unsigned long long* check = Allocate<unsigned long long>(2);  // differing entries, the first one
     BENCH_CHECK(cudaMemset(check, 0, 8));
@@ -419,6 +457,32 @@ Result Run(Shape shape, int reps) {
       if (rep >= 0) graph_ms.push_back(ms);
     }
     result.main_graph_ms = Median(graph_ms);
+    BENCH_CHECK(cudaGraphExecDestroy(exec));
+    BENCH_CHECK(cudaGraphDestroy(graph));
+  }
+  if (shape.kv_outer() && shape.decode) {  // the whole decode step as one graph: index, top-k, main branch
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    for (const ChunkGeometry& g : launches) {
+      block_max(g, bs, flags, stream);
+      rank(g, bs, topk, stream);
+    }
+    main_branch(stream);
+    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    std::vector<double> graph_ms;
+    for (int rep = -1; rep < reps; ++rep) {  // the selection and outputs poisoned before each replay
+      BENCH_CHECK(cudaMemset(topk, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
+      poison_outputs();
+      BENCH_CHECK(cudaDeviceSynchronize());
+      main_timer.Begin(stream);
+      BENCH_CHECK(cudaGraphLaunch(exec, stream));
+      main_timer.End(stream);
+      const double ms = main_timer.TakeMs();
+      if (rep >= 0) graph_ms.push_back(ms);
+    }
+    result.step_graph_ms = Median(graph_ms);
     BENCH_CHECK(cudaGraphExecDestroy(exec));
     BENCH_CHECK(cudaGraphDestroy(graph));
   }
@@ -484,15 +548,15 @@ Result Run(Shape shape, int reps) {
     BENCH_CHECK(cudaFree(out_ref));
     BENCH_CHECK(cudaFree(lse_ref));
   }
-  if (shape.index == Index::kWgmma) {  // BlockMaxScores on the same chunks, bit for bit (bs is free now)
+  if (shape.index == Index::kWgmma) {  // BlockMaxScores on the same launches, bit for bit (bs is free now)
     float* bs_ref = nullptr;
-    const size_t bs_bytes = size_t(nq_chunk * kHkv * max_blocks) * 4;
+    const size_t bs_bytes = size_t(bs_rows * max_blocks) * 4;
     if (cudaMalloc(&bs_ref, bs_bytes) == cudaSuccess) {
       // wgmma bad row, mma bad row, differing entries, first differing entry
       unsigned long long* check = Allocate<unsigned long long>(4);
       int64_t diffs = 0, reported = 0;
-      for (const ChunkGeometry& g : chunks) {
-        const int64_t n = g.nq * kHkv * max_blocks;
+      for (const ChunkGeometry& g : launches) {
+        const int64_t n = launch_rows(g) * max_blocks;
         BENCH_CHECK(cudaMemset(bs, 0xff, size_t(n) * 4));
         BENCH_CHECK(cudaMemset(bs_ref, 0xff, size_t(n) * 4));
         BENCH_CHECK(cudaMemset(check, 0xff, 4 * 8));  // no bad row, no first difference: all ones
@@ -529,6 +593,67 @@ Result Run(Shape shape, int reps) {
       cudaGetLastError();  // no room for a second block-score buffer: not compared
     }
   }
+  if (shape.batched) {  // the per-sequence launches on the same inputs: block scores and selection bit for bit
+    // bs holds the batched chunk's block scores, bs_seq each chunk's at its rows' place in the batch (row offset
+    // t0 * Hidx); topk holds the last batched selection (the step graph's where it ran), topk_seq the per-sequence one.
+    float* bs_seq = Allocate<float>(bs_rows * max_blocks);           // [total_q * Hidx, max_blocks]
+    int32_t* topk_seq = Allocate<int32_t>(kHkv * total_q * kTopK);  // [Hidx, total_q, top_k]
+    // batched bad row, per-sequence bad row, block-score entries differing, the first; selection entries, the first
+    unsigned long long* check = Allocate<unsigned long long>(6);
+    const unsigned long long check_init[6] = {~0ull, ~0ull, 0, ~0ull, 0, ~0ull};
+    BENCH_CHECK(cudaMemcpy(check, check_init, sizeof check_init, cudaMemcpyHostToDevice));
+    BENCH_CHECK(cudaMemset(bs, 0xff, size_t(bs_rows * max_blocks) * 4));
+    BENCH_CHECK(cudaMemset(bs_seq, 0xff, size_t(bs_rows * max_blocks) * 4));
+    BENCH_CHECK(cudaMemset(topk_seq, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
+    block_max(launches.front(), bs, check, nullptr);
+    for (const ChunkGeometry& g : chunks) {
+      float* chunk_bs = bs_seq + g.t0 * kHkv * max_blocks;
+      block_max(g, chunk_bs, check + 1, nullptr);
+      rank(g, chunk_bs, topk_seq, nullptr);
+    }
+    CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(bs), reinterpret_cast<const uint32_t*>(bs_seq),
+                                 bs_rows * max_blocks, check + 2);
+    CountBitDiffs<<<2048, 256>>>(reinterpret_cast<const uint32_t*>(topk), reinterpret_cast<const uint32_t*>(topk_seq),
+                                 kHkv * total_q * kTopK, check + 4);
+    BENCH_CHECK(cudaGetLastError());
+    unsigned long long host_check[6];
+    BENCH_CHECK(cudaMemcpy(host_check, check, sizeof host_check, cudaMemcpyDeviceToHost));
+    result.batch_diffs = int64_t(host_check[2] + host_check[4]) + (host_check[0] != host_check[1]);
+    if (host_check[2] > 0) {  // the first differing block score: [total_q * Hidx, max_blocks]
+      const int64_t i = int64_t(host_check[3]);
+      float got = 0, want = 0;
+      BENCH_CHECK(cudaMemcpy(&got, bs + i, 4, cudaMemcpyDeviceToHost));
+      BENCH_CHECK(cudaMemcpy(&want, bs_seq + i, 4, cudaMemcpyDeviceToHost));
+      std::fprintf(stderr,
+                   "gpu_bench: batch MISMATCH in block scores: %llu entries; first at query %lld, group %lld, block "
+                   "%lld: batched %.9g, per-sequence %.9g\n",
+                   host_check[2], (long long)(i / max_blocks / kHkv), (long long)(i / max_blocks % kHkv),
+                   (long long)(i % max_blocks), got, want);
+    }
+    if (host_check[4] > 0) {  // the first differing selection row: [Hidx, total_q] rows
+      const int64_t row = int64_t(host_check[5]) / kTopK;
+      int32_t got[kTopK], want[kTopK];
+      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
+      BENCH_CHECK(cudaMemcpy(want, topk_seq + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
+      std::string got_text, want_text;
+      for (int i = 0; i < kTopK; ++i) {
+        got_text += " " + std::to_string(got[i]);
+        want_text += " " + std::to_string(want[i]);
+      }
+      std::fprintf(stderr,
+                   "gpu_bench: batch MISMATCH in the selection: %llu entries; first in group %lld, query %lld:\n"
+                   "  batched:     %s\n  per-sequence:%s\n",
+                   host_check[4], (long long)(row / total_q), (long long)(row % total_q), got_text.c_str(),
+                   want_text.c_str());
+    }
+    if (host_check[0] != host_check[1]) {
+      std::fprintf(stderr, "gpu_bench: batch bad-row MISMATCH: batched %llx, per-sequence %llx\n", host_check[0],
+                   host_check[1]);
+    }
+    for (void* p : {static_cast<void*>(bs_seq), static_cast<void*>(topk_seq), static_cast<void*>(check)}) {
+      BENCH_CHECK(cudaFree(p));
+    }
+  }
   const int64_t sel_rows = kHkv * total_q;
   CountBadSelections<<<unsigned((sel_rows + 255) / 256), 256>>>(topk, total_q, q_len, kHkv, kTopK, pos0, kBk,
                                                                flags + 1);
@@ -544,7 +669,7 @@ Result Run(Shape shape, int reps) {
                   static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(bs), static_cast<void*>(topk),
                   static_cast<void*>(out), static_cast<void*>(lse), static_cast<void*>(flags),
                   static_cast<void*>(d_position), static_cast<void*>(d_key_begin), static_cast<void*>(d_first_block),
-                  workspace, topk_ws, static_cast<void*>(topk_ref)}) {
+                  workspace, topk_ws, static_cast<void*>(topk_ref), static_cast<void*>(d_sequences)}) {
     if (p != nullptr) BENCH_CHECK(cudaFree(p));
   }
   BENCH_CHECK(cudaStreamDestroy(stream));
@@ -573,7 +698,8 @@ int main(int argc, char** argv) {
                  "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]"
                  " [topk=by-shape|warp|fast] [lists=general]\n"
                  "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
-                 " [index=mma|wgmma] [topk=by-shape|warp|fast] [lists=direct|general]\n");
+                 " [index=mma|wgmma] [topk=by-shape|warp|fast] [lists=direct|general]"
+                 " [index_batch=batched|per-sequence]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -582,6 +708,7 @@ int main(int argc, char** argv) {
   const bool prefill = mode == "prefill";
   Shape shape;
   bool lists_direct = false;  // lists=direct given
+  bool per_sequence = false;  // index_batch=per-sequence given
   shape.q_len = prefill ? n : 1;
   shape.k_len = n;
   for (int i = 4; i < argc; ++i) {
@@ -598,6 +725,8 @@ int main(int argc, char** argv) {
     else if (arg == "topk=fast") shape.topk = TopK::kThreshold;
     else if (arg == "lists=direct") lists_direct = true, shape.general_lists = false;
     else if (arg == "lists=general") lists_direct = false, shape.general_lists = true;
+    else if (arg == "index_batch=batched") per_sequence = false;
+    else if (arg == "index_batch=per-sequence") per_sequence = true;
     else {
       std::fprintf(stderr, "gpu_bench: unknown argument %s\n", arg.c_str());
       return 2;
@@ -611,6 +740,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "gpu_bench: lists=direct needs one query per sequence (q_len 1)\n");
     return 2;
   }
+  shape.decode = !prefill;
+  // Batched where the backend would batch: decode batches (q_len <= 16; the bench's block scores of every query fit
+  // its chunk budget far beyond the batches it is run at).
+  shape.batched = shape.decode && !per_sequence && IsDecodeBatch(shape.q_len, shape.batch);
   const Result r = Run(shape, reps);
   const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
   // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
@@ -647,6 +780,9 @@ int main(int argc, char** argv) {
                             : r.lists_diffs < 0  ? "not compared"
                             : lists_ok           ? "ok"
                                                  : "MISMATCH";
+  // The batched index branch against the per-sequence one: the same block scores and selection, entry for entry.
+  const bool batch_ok = !r.batched || r.batch_diffs == 0;
+  const char* batch_check = !r.batched ? "not run" : batch_ok ? "ok" : "MISMATCH";
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
@@ -657,13 +793,15 @@ int main(int argc, char** argv) {
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"index_check\": \"%s\", "
       "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_threshold_chunks\": %lld, "
       "\"topk_splits\": %d, \"topk_check\": \"%s\", \"topk_diff_entries\": %lld, \"lists\": \"%s\", "
-      "\"lists_check\": \"%s\", \"lists_diff_words\": %lld}\n",
+      "\"lists_check\": \"%s\", \"lists_diff_words\": %lld, \"index_batch\": \"%s\", \"batch_check\": \"%s\", "
+      "\"batch_diff_entries\": %lld, \"step_graph_ms\": %.4f}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       IndexName(r.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
       r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
       (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk),
       (long long)r.topk_threshold_chunks, r.topk_splits,
-      topk_check, (long long)r.topk_diffs, lists_name, lists_check, (long long)r.lists_diffs);
-  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok && lists_ok ? 0 : 1;
+      topk_check, (long long)r.topk_diffs, lists_name, lists_check, (long long)r.lists_diffs,
+      r.batched ? "batched" : "per-sequence", batch_check, (long long)r.batch_diffs, r.step_graph_ms);
+  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok && lists_ok && batch_ok ? 0 : 1;
 }

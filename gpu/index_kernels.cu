@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/chunk.cuh"
 #include "gpu/kernels.h"
 #include "gpu/mma.cuh"
 
@@ -33,7 +34,8 @@ constexpr int kWarps = 4;
 // reach the chunk's diagonal (the causal clamp of the local block). Rows past the chunk and blocks past a
 // row's local block are never written. A scaled score that is inf or NaN poisons the row's running
 // fma(score, 0, check) sum, which records the row as bad. The CTA covers key blocks
-// [blockIdx.y * blocks_per_cta, ...), so short row counts (decode) still fill the machine.
+// [blockIdx.y * blocks_per_cta, ...), so short row counts (decode) still fill the machine. A batched chunk: the CTA
+// works on sequence blockIdx.z (EnterSequence), its rows at their offset in the block-score buffer.
 template <int kLowp, int kMTiles>
 __global__ void __launch_bounds__(kWarps * 32) BlockMaxScoresKernel(const uint16_t* index_q, const uint16_t* index_k,
                                                                    ChunkGeometry g, float scale,
@@ -43,8 +45,10 @@ __global__ void __launch_bounds__(kWarps * 32) BlockMaxScoresKernel(const uint16
   extern __shared__ __align__(16) uint16_t block_max_smem[];
   uint16_t* ks = block_max_smem;                       // [kStages][kKeyTile][kSmemStride]
   uint16_t* qs = ks + kStages * kKeyTile * kSmemStride;  // [kCtaRows][kSmemStride]
+  bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
   const int64_t rows = g.nq * g.hidx;
   const int64_t tiles_x = (rows + kCtaRows - 1) / kCtaRows;
+  if (blockIdx.x >= tiles_x) return;  // past a shorter sequence's rows (batched chunks)
   const int64_t row0 = (tiles_x - 1 - blockIdx.x) * kCtaRows;  // the longest rows (latest queries) first
   const int64_t row_last = (row0 + kCtaRows < rows ? row0 + kCtaRows : rows) - 1;
   const int64_t min_pos = g.pos0 + row0 / g.hidx, max_pos = g.pos0 + row_last / g.hidx;
@@ -203,8 +207,10 @@ __device__ inline unsigned long long RankKey(float score, int64_t id) {
 // indexed only by constants). Then `take` rounds of a warp-wide max pick the next best key; the lane holding
 // it shifts its list. Keys are unique (ids differ), so exactly one lane pops per round, and the order is
 // exactly the serial one (score desc, id asc). The init blocks, the local block last and -1 padding follow.
+// A batched chunk: blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores.
 template <int kCap>
 __global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) {
+  bs += EnterSequence(g, blockIdx.y) * g.max_blocks;
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= g.nq * g.hidx) return;
@@ -366,12 +372,15 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
 // ThresholdLists and writes it as RankTopK does. splits > 1 (few rows, many candidates: decode): split s takes
 // the candidates [init + s * per_split, init + (s + 1) * per_split) clipped to local, and writes its best
 // `take` keys, sorted descending and 0-padded (0 is below every real key), to
-// ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row.
+// ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row. A batched chunk:
+// blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores and in ws.
 // Registers: 77 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 96 at kCap 32 (sm_90a, no spills).
 template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
     RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
                             unsigned long long* ws) {
+  const int64_t first_row = EnterSequence(g, blockIdx.y);
+  bs += first_row * g.max_blocks;
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t rows = g.nq * g.hidx;
@@ -391,7 +400,7 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
     PopAndWriteRow(p, g, lane, list);
     return;
   }
-  unsigned long long* dst = ws + (row * splits + split) * int64_t(g.top_k);
+  unsigned long long* dst = ws + ((first_row + row) * splits + split) * int64_t(g.top_k);
   for (int64_t slot = 0; slot < p.take; ++slot) {
     const unsigned long long winner = PopWarpMax(list);
     if (lane == 0) dst[slot] = winner;
@@ -401,16 +410,17 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
 // RankTopKMergeKernel: one warp per row; lane s < splits loads split s's sorted list as its own list (already
 // in order: no insertion), then `take` PopWarpMax rounds and RankTopK's tail. The union of the splits' best
 // `take` holds the row's best `take` (each of those is among its own split's best take), so the order is
-// RankTopK's.
+// RankTopK's. A batched chunk: blockIdx.y is the sequence, as in RankTopKThresholdKernel.
 template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
     RankTopKMergeKernel(ChunkGeometry g, int splits, const unsigned long long* ws, int32_t* topk) {
+  const int64_t first_row = EnterSequence(g, blockIdx.y);
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= g.nq * g.hidx) return;
   const RankRow p = PlaceRankRow(nullptr, g, topk, row);
   unsigned long long list[kCap];
-  const unsigned long long* src = ws + (row * splits + lane) * int64_t(g.top_k);
+  const unsigned long long* src = ws + ((first_row + row) * splits + lane) * int64_t(g.top_k);
 #pragma unroll
   for (int i = 0; i < kCap; ++i) list[i] = lane < splits && i < p.take ? src[i] : 0;
   PopAndWriteRow(p, g, lane, list);
@@ -426,22 +436,22 @@ int TopKTargetWarps() { return 16 * SmCount(); }
 
 template <int kLowp, int kMTiles>
 cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
-                           float* bs, unsigned long long* bad_row) {
+                           float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   constexpr int kCtaRows = kWarps * kMTiles * 16;
   const size_t smem = size_t(kStages * kKeyTile + kCtaRows) * kSmemStride * 2;
   const auto kernel = BlockMaxScoresKernel<kLowp, kMTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows);
-  kernel<<<plan.grid, kWarps * 32, smem>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
+  kernel<<<plan.grid, kWarps * 32, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 
 template <int kLowp>
 cudaError_t BlockMaxFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
-                        float* bs, unsigned long long* bad_row) {
-  if (g.nq * g.hidx <= 256) return LaunchBlockMax<kLowp, 1>(index_q, index_k, g, scale, bs, bad_row);
-  return LaunchBlockMax<kLowp, 2>(index_q, index_k, g, scale, bs, bad_row);
+                        float* bs, unsigned long long* bad_row, cudaStream_t stream) {
+  if (g.nq * g.hidx <= 256) return LaunchBlockMax<kLowp, 1>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return LaunchBlockMax<kLowp, 2>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace
@@ -449,14 +459,15 @@ cudaError_t BlockMaxFor(const uint16_t* index_q, const uint16_t* index_k, const 
 BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows) {
   const int64_t rows = g.nq * g.hidx;
   const int64_t tiles_x = (rows + cta_rows - 1) / cta_rows;
-  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
-  int64_t splits = (2 * int64_t(SmCount()) + tiles_x - 1) / tiles_x;
+  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;  // of the longest row (batched: of any sequence)
+  const int64_t tiles = tiles_x * g.num_sequences;
+  int64_t splits = (2 * int64_t(SmCount()) + tiles - 1) / tiles;
   if (splits > num_blocks) splits = num_blocks;
   if (splits > 65535) splits = 65535;
   BlockMaxGrid plan;
   plan.blocks_per_cta = (num_blocks + splits - 1) / splits;
   splits = (num_blocks + plan.blocks_per_cta - 1) / plan.blocks_per_cta;
-  plan.grid = dim3{unsigned(tiles_x), unsigned(splits)};
+  plan.grid = dim3{unsigned(tiles_x), unsigned(splits), unsigned(g.num_sequences)};
   return plan;
 }
 
@@ -465,23 +476,23 @@ bool BlockMaxScoresFits(int di, int bk, float scale) {
 }
 
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                           float scale, float* bs, unsigned long long* bad_row) {
+                           float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
-  if (lowp == kLowpBF16) return BlockMaxFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row);
-  return BlockMaxFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row);
+  if (lowp == kLowpBF16) return BlockMaxFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return BlockMaxFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 bool RankTopKFits(int top_k) { return top_k <= 33; }
 
-cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk) {
+cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream) {
   const int64_t rows = g.nq * g.hidx;
   if (rows <= 0) return cudaSuccess;
   constexpr int kThreads = 256;
-  const unsigned grid = unsigned((rows * 32 + kThreads - 1) / kThreads);
+  const dim3 grid{unsigned((rows * 32 + kThreads - 1) / kThreads), unsigned(g.num_sequences)};
   if (g.top_k <= 17) {
-    RankTopKKernel<16><<<grid, kThreads>>>(bs, g, topk);
+    RankTopKKernel<16><<<grid, kThreads, 0, stream>>>(bs, g, topk);
   } else {
-    RankTopKKernel<32><<<grid, kThreads>>>(bs, g, topk);
+    RankTopKKernel<32><<<grid, kThreads, 0, stream>>>(bs, g, topk);
   }
   return cudaGetLastError();
 }
@@ -498,7 +509,7 @@ size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
 }
 
 int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes) {
-  const int64_t rows = g.nq * g.hidx;
+  const int64_t rows = g.num_sequences * g.nq * g.hidx;  // at most this many (batched chunks)
   const int64_t target = TopKTargetWarps();
   if (rows <= 0 || rows >= target || g.top_k <= 0) return 1;
   const int64_t last_local = (g.pos0 + g.nq - 1) / g.bk;
@@ -523,8 +534,9 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
     per_split = (n + splits - 1) / splits;
   }
   auto* ws = static_cast<unsigned long long*>(workspace);
-  const unsigned grid = unsigned((rows * splits * 32 + kTopKThreads - 1) / kTopKThreads);
-  const unsigned merge_grid = unsigned((rows * 32 + kTopKThreads - 1) / kTopKThreads);
+  const unsigned sequences = unsigned(g.num_sequences);
+  const dim3 grid{unsigned((rows * splits * 32 + kTopKThreads - 1) / kTopKThreads), sequences};
+  const dim3 merge_grid{unsigned((rows * 32 + kTopKThreads - 1) / kTopKThreads), sequences};
   if (g.top_k <= 17) {
     RankTopKThresholdKernel<16><<<grid, kTopKThreads, 0, stream>>>(bs, g, splits, per_split, topk, ws);
     if (splits > 1) RankTopKMergeKernel<16><<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);

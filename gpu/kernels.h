@@ -1,12 +1,14 @@
 // The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
-// Every launcher enqueues on the default stream (KvOuterAttend, RankTopKThreshold: on their `stream`) and returns
-// cudaGetLastError() after its launches.
+// Every launcher enqueues on the default stream (KvOuterAttend, BlockMaxScores, BlockMaxScoresWgmma, RankTopK,
+// RankTopKThreshold: on their `stream`, allocating nothing and never waiting on the host, so that a decode step can be
+// captured in a CUDA graph) and returns cudaGetLastError() after its launches.
 //
 // Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
 //   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
 //   topk [Hidx, total_q, top_k] (int32, -1 padded)         position / key_begin [total_q] (int64)
 // A "chunk" is a run of queries [t0, t0 + nq) of ONE sequence; its rows are (t - t0) * Hidx + r, and the
-// query of row `row` sits at key position pos0 + row / Hidx.
+// query of row `row` sits at key position pos0 + row / Hidx. A "batched chunk" (ChunkGeometry::sequences set:
+// decode batches, IsDecodeBatch) is several sequences' chunks in one launch, each CTA inside one sequence.
 #ifndef MSA_GPU_KERNELS_H_
 #define MSA_GPU_KERNELS_H_
 
@@ -23,6 +25,11 @@ enum LowpType : int { kLowpBF16 = 0, kLowpF16 = 1 };
 // Block pooling codes, as msa::Pooling.
 enum PoolCode : int { kPoolMax = 0, kPoolLse = 1, kPoolMean = 2 };
 
+// One sequence's chunk inside a batched chunk (the per-sequence fields of ChunkGeometry).
+struct SequenceChunk {
+  int64_t t0 = 0, nq = 0, pos0 = 0, key_begin = 0, k_len = 0;
+};
+
 struct ChunkGeometry {
   int64_t t0 = 0;         // first global query row of the chunk
   int64_t nq = 0;         // queries in the chunk
@@ -32,7 +39,26 @@ struct ChunkGeometry {
   int64_t total_q = 0;
   int hidx = 0, di = 0, bk = 0, top_k = 0, init_blocks = 0;
   int64_t max_blocks = 0;  // row stride of the chunk's block-score buffer
+  // A batched chunk (taken by BlockMaxScores, BlockMaxScoresWgmma, RankTopK and RankTopKThreshold only):
+  // `sequences` (device memory, [num_sequences], ascending t0, each nq >= 1) holds the sequences' own chunks, and
+  // the fields above bound them: t0 = sequences[0].t0, whose rows start the block-score buffer (sequence s's rows
+  // are (t - t0) * Hidx + r too, so the buffer holds the batch's queries in order), nq = the most queries of one
+  // sequence, pos0 = (the latest position of any query) - nq + 1 (>= 0), so that (pos0 + nq - 1) / bk + 1 is the
+  // most blocks of any row; key_begin and k_len are unused. The buffer has at most num_sequences * nq * Hidx rows.
+  // Each CTA takes its sequence from a grid dimension (at most 65535 sequences) and then runs the one-chunk code
+  // on that sequence's chunk: the same bits as launching per sequence. nullptr: a plain chunk.
+  const SequenceChunk* sequences = nullptr;
+  int64_t num_sequences = 1;
 };
+
+// Whether SelectImpl (gpu_backend.cc) may rank a batch's index branch as one batched chunk: a decode batch, where
+// every sequence has at most kDecodeBatchMaxQueries queries (decode and multi-token decode), with at most 65535
+// sequences holding queries (the grid dimension of a batched chunk).
+inline constexpr int64_t kDecodeBatchMaxQueries = 16;
+inline bool IsDecodeBatch(int64_t longest_q_len, int64_t sequences_with_queries) {
+  return longest_q_len >= 1 && longest_q_len <= kDecodeBatchMaxQueries && sequences_with_queries >= 1 &&
+         sequences_with_queries <= 65535;
+}
 
 // Exact widening of n packed elements of `type` to double.
 cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst);
@@ -92,31 +118,34 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
                             const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row);
 // Max pooling of the chunk at tensor-core rate (index_kernels.cu): mma.sync tiles of index_q . index_k reduced to
 // block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
-// other entries untouched. Needs BlockMaxScoresFits(di, bk, scale).
+// other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
+// sequence of a decode batch; bad rows are named by their global query row in either form).
 bool BlockMaxScoresFits(int di, int bk, float scale);
 // The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma): x = the chunk's rows in tiles of
 // cta_rows, y = its key blocks split until about 2 waves of CTAs exist (decode and short chunks), blocks_per_cta
-// key blocks per CTA.
+// key blocks per CTA, z = the sequences of a batched chunk (1 otherwise). In a batched chunk x and y are sized for
+// the longest sequence (the bounding nq and pos0), the waves counted over all sequences, and the CTAs past a
+// shorter sequence's rows or blocks exit at once.
 struct BlockMaxGrid {
   dim3 grid;
   int64_t blocks_per_cta = 0;
 };
 BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                           float scale, float* bs, unsigned long long* bad_row);
+                           float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only; UNTESTED on a GPU so far):
 // 128-row CTAs of two warpgroups, the query rows in registers, 128-key tiles of index_k through a 4-stage cp.async
 // ring, wgmma m64n128k16 (A from registers) with the reduction of one tile overlapping the next tile's wgmma. The
-// same contract as BlockMaxScores (entries written, bad-row detection) and the same bits. Needs
+// same contract as BlockMaxScores (entries written, bad-row detection, batched chunks) and the same bits. Needs
 // BlockMaxScoresWgmmaFits(di, bk, scale): BlockMaxScoresFits and a compute capability 9.0 device; returns
 // cudaErrorNotSupported otherwise (nothing enqueued).
 bool BlockMaxScoresWgmmaFits(int di, int bk, float scale);
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                                float scale, float* bs, unsigned long long* bad_row);
+                                float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
-// Needs RankTopKFits(top_k).
+// Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
 bool RankTopKFits(int top_k);
-cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk);
+cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init
 // blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
 // then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one warp
@@ -128,10 +157,14 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk);
 // it (fewer where it is too small; 1: the one-launch kernel, the workspace untouched). Both launches go on
 // `stream`, allocate nothing and never wait on the host, so they can be captured in a CUDA graph; the workspace
 // must not be shared with work running concurrently.
-// RankTopKThresholdWorkspaceBytes(max_rows, top_k): enough for any chunk of at most max_rows = nq * Hidx rows on
-// the current device (at most 2 * 16 * SMs * top_k * 8 bytes: about 1.1 MB on an H200 at top_k 33).
+// A batched chunk: grid y = its sequences (both launches), the splits sized for num_sequences * nq * Hidx rows and
+// the most candidates of any row, and a sequence's split lists at its rows' offset in the batch's rows.
+// RankTopKThresholdWorkspaceBytes(max_rows, top_k): enough for any chunk of at most max_rows = nq * Hidx rows
+// (batched: num_sequences * nq * Hidx) on the current device (at most 2 * 16 * SMs * top_k * 8 bytes: about 1.1 MB
+// on an H200 at top_k 33).
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k);
-// Whether RankTopKThreshold beats RankTopK on the chunk: its longest row has at least 1024 candidate blocks
+// Whether RankTopKThreshold beats RankTopK on the chunk (batched: on its longest sequence): its longest row has at
+// least 1024 candidate blocks
 // (measured on the H200 by gpu/topk_first_run.sh: 0.82-0.85x with 256-512 candidates per row, 1.05x at 128K
 // prefill, 2.24x at 1M prefill, 4.2x on a batch-1 decode over 1M keys).
 bool RankTopKThresholdPaysOff(const ChunkGeometry& g);

@@ -596,6 +596,130 @@ TEST(GpuBackend, AnUnknownKvListsValueIsRefused) {
   EXPECT_NE(status.message().find("\"directs\""), std::string::npos) << status.message();
 }
 
+// Decode batches for the batched index branch (gpu/kernels.h IsDecodeBatch, ChunkGeometry::sequences): every
+// sequence with at most 16 queries, so SelectImpl ranks the whole batch as one batched chunk (one block-max launch,
+// one top-k) unless MSA_GPU_INDEX_BATCH=per-sequence. Mixed k_len from a single key to thousands (sequences shorter
+// than top_k blocks: -1 slots; CTAs past a short sequence's blocks exit), q_len 1 and 16 mixed (CTAs past a
+// sequence's rows exit; q_len 16 over 16 keys), a sequence with no query, init blocks, top_k 8, 16 and 33 (16- and
+// 32-key top-k lists), Hidx 1 to 4; few rows over many blocks (RankTopKThreshold's split lists at their rows' offset
+// in the batch); and index_q scaled to overflow, where both paths must name the same first bad (query, group). Di and
+// Bk send them to BlockMaxScores(Wgmma) and the RankTopK family.
+std::vector<TestCase> DecodeBatchCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  const std::vector<std::pair<int32_t, int32_t>> mixed = {{1, 1},    {16, 16}, {1, 5},    {16, 700}, {0, 90},
+                                                          {1, 64},   {3, 130}, {16, 2000}, {1, 4097}, {5, 5},
+                                                          {1, 129},  {16, 257}};
+  add("decode_batch", MakeSpec(8, 2, 64, 64, 8, 1, Pooling::kMax, mixed, DType::kBF16, 701));
+  add("decode_batch", MakeSpec(8, 4, 32, 128, 16, 2, Pooling::kMax, mixed, DType::kBF16, 702));
+  add("decode_batch", MakeSpec(4, 1, 16, 64, 33, 0, Pooling::kMax, mixed, DType::kBF16, 703));
+  {  // M3 heads and dims, 8 sequences of 1 or 16 queries over 128 to ~7K keys
+    std::vector<std::pair<int32_t, int32_t>> lengths;
+    for (int32_t i = 0; i < 8; ++i) lengths.push_back({i % 3 == 0 ? 16 : 1, 128 + 997 * i});
+    add("decode_batch", MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax, lengths, DType::kBF16, 704));
+  }
+  // Few rows over thousands of blocks (RankTopKThreshold: split lists, merged), next to short sequences.
+  add("decode_batch_split",
+      MakeSpec(4, 2, 16, 64, 16, 1, Pooling::kMax, {{1, 300000}, {16, 100000}, {1, 1}, {16, 40}}, DType::kBF16, 705));
+  {
+    ProblemSpec spec = MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{1, 300}, {16, 2000}, {1, 1}}, DType::kBF16, 706);
+    spec.query_scale = 3e37;
+    add("decode_batch_overflow", std::move(spec));
+  }
+  return cases;
+}
+
+// Runs without a device: DecodeBatchCases are valid problems and decode batches: at most 16 queries per sequence
+// (gpu/kernels.h IsDecodeBatch).
+TEST(GpuBackend, DecodeBatchCasesAreValidDecodeBatches) {
+  for (const TestCase& test_case : DecodeBatchCases()) {
+    const Problem problem = GenerateProblem(test_case.spec);
+    const Status status = ValidateProblem(problem);
+    EXPECT_TRUE(status.ok()) << test_case.name << ": " << status.message();
+    int64_t longest_q = 0;
+    const Batch& batch = problem.index_inputs().batch;
+    for (int64_t b = 0; b < batch.num_sequences(); ++b) {
+      longest_q = std::max<int64_t>(longest_q, batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b]);
+    }
+    EXPECT_GE(longest_q, 1) << test_case.name;
+    EXPECT_LE(longest_q, 16) << test_case.name;
+  }
+}
+
+// The gpu's outputs of `problem` with MSA_GPU_INDEX_BATCH=index_batch (gpu_backend.cc ChooseIndexBatch) and the
+// index and top-k kernels forced.
+Status RunWithIndexBatch(const Problem& problem, const char* index_batch, const char* index_kernel,
+                         const char* topk_kernel, Outputs* outputs) {
+  const ScopedEnv batch_env("MSA_GPU_INDEX_BATCH", index_batch);
+  const ScopedEnv index_env("MSA_GPU_INDEX_KERNEL", index_kernel);
+  const ScopedEnv topk_env("MSA_GPU_TOPK_KERNEL", topk_kernel);
+  return RunBackend(*Gpu(), problem, outputs);
+}
+
+// MSA_GPU_INDEX_BATCH=batched (one block-max launch and one top-k for every sequence of a decode batch) gives the
+// per-sequence launches' bits on every output (block scores, selection, index_lse, out, lse) and the same refusal of
+// a non-finite index score, on the mma.sync and wgmma index kernels (on a device other than sm_90 both take
+// mma.sync) and the warp and threshold top-k kernels, at bf16 and fp16.
+TEST(GpuBackend, BatchedDecodeIndexGivesThePerSequenceBits) {
+  MSA_REQUIRE_GPU();
+  int64_t compared = 0, refused = 0;
+  for (const TestCase& test_case : DecodeBatchCases()) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      for (const char* index_kernel : {"mma", "wgmma"}) {
+        for (const char* topk_kernel : {"warp", "fast"}) {
+          const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", index " +
+                                   index_kernel + ", top-k " + topk_kernel;
+          Outputs per_sequence, batched;
+          const Status per_sequence_status =
+              RunWithIndexBatch(problem, "per-sequence", index_kernel, topk_kernel, &per_sequence);
+          const Status batched_status = RunWithIndexBatch(problem, "batched", index_kernel, topk_kernel, &batched);
+          EXPECT_EQ(per_sequence_status.code(), batched_status.code()) << what << ": " << batched_status.message();
+          EXPECT_EQ(per_sequence_status.message(), batched_status.message()) << what;
+          if (!per_sequence_status.ok()) {
+            ++refused;
+            continue;
+          }
+          const int64_t top_k = problem.config.top_k, rows = int64_t(batched.topk_indices.size()) / top_k;
+          int64_t differing_rows = 0;
+          for (int64_t row = 0; row < rows; ++row) {
+            if (SameRow(per_sequence.topk_indices, batched.topk_indices, row, top_k)) continue;
+            if (++differing_rows > 8) continue;  // list the first 8
+            ADD_FAILURE() << what << ", selection row " << row
+                          << "\n  per-sequence:" << FormatRow(per_sequence.topk_indices, row, top_k)
+                          << "\n  batched:     " << FormatRow(batched.topk_indices, row, top_k);
+          }
+          EXPECT_EQ(differing_rows, 0) << what;
+          ExpectSameBits(per_sequence, batched, what + ", batched vs per-sequence index branch");
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(refused, 0) << "the overflow case should be refused by both paths";
+  std::printf("batched vs per-sequence index branch: %lld runs bit-identical, %lld refused alike\n",
+              static_cast<long long>(compared), static_cast<long long>(refused));
+}
+
+// MSA_GPU_INDEX_BATCH with a misspelt value is refused with the variable and the value named. The check comes before
+// any device work, so this runs without a device too: it calls the backend's own select (msa::Select would decline an
+// unavailable backend first).
+TEST(GpuBackend, AnUnknownIndexBatchValueIsRefused) {
+  if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)";
+  Problem problem = GenerateProblem(DecodeBatchCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  Outputs outputs;
+  outputs.Allocate(problem);
+  const ScopedEnv env("MSA_GPU_INDEX_BATCH", "batch");
+  const Status status = Gpu()->select(problem.config, problem.index_inputs(), outputs.selection_outputs(), {});
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
+  EXPECT_NE(status.message().find("MSA_GPU_INDEX_BATCH"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("\"batch\""), std::string::npos) << status.message();
+}
+
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {
   MSA_REQUIRE_GPU();
   const TestCase test_case = LargeCases().front();
