@@ -310,20 +310,23 @@ def main():
            "KV-outer main (direct launches; wgmma tiles on an sm_90 device).", ""]
     md += ["## Index branch on e4m3 inputs (index=fp8: BlockMaxScoresFp8, wgmma m64n128k32 e4m3)", "",
            "| shape | bf16 index kernel | bf16 index ms | bf16 TFLOP/s (% bf16 GEMM) | fp8 index ms "
-           "| fp8 TFLOP/s (% fp8 GEMM) | x bf16 | max abs diff | max rel diff (bound) | top-k rows differing "
-           "(blocks) | fp8 check |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    fp8_rows = [(f"prefill {r['n']}", r.get("ours", {}), r["ours_fp8"]) for r in prefill if "ours_fp8" in r]
-    fp8_rows += [(f"decode {r['kv']}", r["ours"], r["ours_fp8"]) for r in decode if "ours_fp8" in r]
-    for name, o, o8 in fp8_rows:
+           "| fp8 TFLOP/s (% fp8 GEMM) | x bf16 | index keys GB/s (bf16, fp8) | max abs diff | max rel diff (bound) "
+           "| top-k rows differing (blocks) | fp8 check |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    fp8_rows = [(f"prefill {r['n']}", r.get("ours", {}), r["ours_fp8"], None) for r in prefill if "ours_fp8" in r]
+    fp8_rows += [(f"decode {r['kv']}", r["ours"], r["ours_fp8"], r["kv"]) for r in decode if "ours_fp8" in r]
+    for name, o, o8, kv in fp8_rows:
         rate = lambda x: x["index_flops"] / x["index_ms"] / 1e9 if x.get("index_ms", 0) > 0 else None
         r16, r8 = rate(o), rate(o8)
         pct16 = f" ({100 * r16 / gemm:.0f}%)" if r16 else ""
         pct8 = f" ({100 * r8 / gemm_fp8:.0f}%)" if r8 and gemm_fp8 else ""
         speedup = o["index_ms"] / o8["index_ms"] if o.get("index_ms") and o8.get("index_ms") else None
+        # decode reads the index keys once: KV x Di elements of 2 (bf16) or 1 (e4m3) bytes
+        gbps = (f"{f(kv * D * 2 / o['index_ms'] / 1e6 if o.get('index_ms') else None, '.0f')}, "
+                f"{f(kv * D / o8['index_ms'] / 1e6 if o8.get('index_ms') else None, '.0f')}") if kv else "-"
         md.append(f"| {name} | {o.get('index_kernel', '-')} | {f(o.get('index_ms'), '.4f')} | "
                   f"{f(r16, '.0f')}{pct16} | {f(o8.get('index_ms'), '.4f')} | {f(r8, '.0f')}{pct8} | "
-                  f"{f(speedup)} | {f(o8.get('fp8_max_abs_diff'), '.2e')} | "
+                  f"{f(speedup)} | {gbps} | {f(o8.get('fp8_max_abs_diff'), '.2e')} | "
                   f"{f(o8.get('fp8_max_rel_diff'), '.2e')} ({f(o8.get('fp8_rel_bound'), '.1e')}) | "
                   f"{o8.get('fp8_topk_diff_rows', '-')} ({o8.get('fp8_topk_diff_blocks', '-')}) | "
                   f"{o8.get('fp8_check', o8.get('error', '-'))} |")
