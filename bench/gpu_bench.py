@@ -1,7 +1,7 @@
 """Side-by-side GPU benchmark (issue 6), one device run: the ceilings, the peers and our kernels on M3 shapes.
 
-Ceilings, measured in the same run: bf16 GEMM (torch.matmul, 8192^3) and device-to-device copy (2 GiB, bytes
-read + written). Peers: torch SDPA dense causal GQA, and FlexAttention with a per-token block selection
+Ceilings, measured in the same run: bf16 GEMM (torch.matmul, 8192^3), fp8 e4m3 GEMM (torch._scaled_mm, 8192^3,
+unit scales, bf16 output; null where torch lacks it) and device-to-device copy (2 GiB, bytes read + written). Peers: torch SDPA dense causal GQA, and FlexAttention with a per-token block selection
 (local block + 15 random earlier blocks per (query, group), as /shared/anchors/h200_peers.py sets it up).
 Ours: gpu/gpu_bench (built from gpu/gpu_bench.cu), which times the index branch (block maxima), the top-k
 and the main branch (KV-outer; also timed as a replayed CUDA graph, and the Q-outer kernel as a second row at
@@ -10,11 +10,14 @@ device-resident random inputs, and checks its outputs (every selection row valid
 poisoning, the KV-outer output against the Q-outer kernel's where memory allows). In decode the index branch runs
 batched (one block-max launch and one top-k for every sequence, checked bit for bit against the per-sequence launches)
 and the whole step is also timed as one replayed CUDA graph (step_graph_ms, reported with the % of copy bandwidth it
-implies). Every time is the median of CUDA-event timed repetitions after a warm-up; inputs are random, never zeros.
+implies). At the --fp8 prefill lengths and --fp8-decode lengths (batch 1) the index branch is also timed on e4m3
+inputs (index=fp8: BlockMaxScoresFp8, checked against BlockMaxScores on the same values) and reported against the fp8
+GEMM ceiling. Every time is the median of CUDA-event timed repetitions after a warm-up; inputs are random, never zeros.
 
 Usage: python3 bench/gpu_bench.py --bin BUILD/gpu/gpu_bench --out DIR [--prefill 32768,131072,1048576]
          [--decode 4096,...] [--decode-batched 128x1x4096,...] [--qouter 32768,131072] [--flex 32768,131072]
-         [--sdpa 32768,131072,1048576] [--commit ID] [--deadline SECONDS]
+         [--sdpa 32768,131072,1048576] [--fp8 32768,131072] [--fp8-decode 1048576] [--commit ID]
+         [--deadline SECONDS]
 Writes DIR/gpu_bench_<date>.json and .md and prints the markdown.
 """
 import argparse
@@ -61,7 +64,25 @@ def ceilings():
     copy = 2 * 2 * 1024 ** 3 / ms_copy / 1e6  # GB/s, read + written
     del a, b, x, y
     torch.cuda.empty_cache()
-    return {"gemm_bf16_tflops": gemm, "gemm_ms": ms, "copy_gbps": copy, "copy_ms": ms_copy}
+    res = {"gemm_bf16_tflops": gemm, "gemm_ms": ms, "copy_gbps": copy, "copy_ms": ms_copy}
+    res.update(fp8_gemm(n))
+    return res
+
+
+def fp8_gemm(n):
+    """e4m3 x e4m3 GEMM rate (torch._scaled_mm, unit per-tensor scales, bf16 out; the second operand column-major
+    as _scaled_mm requires), timed as the bf16 GEMM; null with the reason where torch or the device lacks it."""
+    try:
+        a = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn)
+        b = torch.randn(n, n, device=dev).to(torch.float8_e4m3fn).t()
+        one = torch.ones((), device=dev, dtype=torch.float32)
+        ms = bench(lambda: torch._scaled_mm(a, b, scale_a=one, scale_b=one, out_dtype=torch.bfloat16), warm=3, rep=10)
+        del a, b
+        torch.cuda.empty_cache()
+        return {"gemm_fp8_tflops": 2 * n ** 3 / ms / 1e9, "gemm_fp8_ms": ms}
+    except Exception as e:  # noqa: BLE001 (no fp8 GEMM here: report why, keep going)
+        torch.cuda.empty_cache()
+        return {"gemm_fp8_tflops": None, "gemm_fp8_error": f"{type(e).__name__}: {str(e)[:200]}"}
 
 
 def sdpa_prefill(n):
@@ -145,6 +166,9 @@ def main():
     p.add_argument("--qouter", default="32768,131072",
                    help="prefill N at which the Q-outer main branch and the earlier kernels (mma.sync index and "
                         "KV-outer tiles, warp-per-row top-k) are also timed")
+    p.add_argument("--fp8", default="32768,131072",
+                   help="prefill N at which the index branch is also timed on e4m3 inputs (index=fp8)")
+    p.add_argument("--fp8-decode", default="1048576", help="KV of batch-1 decodes timed with index=fp8")
     p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
     p.add_argument("--deadline", type=float, default=1e9, help="seconds: later measurements that would not fit are skipped")
     args = p.parse_args()
@@ -159,6 +183,7 @@ def main():
     res["ceilings"] = ceilings()
     log("ceilings", res["ceilings"])
     gemm = res["ceilings"]["gemm_bf16_tflops"]
+    gemm_fp8 = res["ceilings"]["gemm_fp8_tflops"]  # None: no fp8 GEMM in this torch / on this device
     copy = res["ceilings"]["copy_gbps"]
     decode = []
     shapes = [(1, 1, kv) for kv in ints(args.decode)]
@@ -172,6 +197,8 @@ def main():
             row["sdpa_ms"] = sdpa_decode(kv, batch, q_len)
         except Exception as e:  # noqa: BLE001
             row["sdpa_error"] = f"{type(e).__name__}: {str(e)[:200]}"
+        if batch == 1 and q_len == 1 and kv in ints(args.fp8_decode):
+            row["ours_fp8"] = ours(args.bin, "decode", kv, 20, "index=fp8")
         o = row["ours"]
         if "total_ms" in o:
             row["gbps"] = o["decode_bytes"] / o["total_ms"] / 1e6
@@ -191,6 +218,9 @@ def main():
         if n in ints(args.prefill) and fits("ours", n):
             row["ours"] = ours(args.bin, "prefill", n, 3 if n > 262144 else 5)
             log("ours", n, row["ours"])
+            if n in ints(args.fp8):
+                row["ours_fp8"] = ours(args.bin, "prefill", n, 3 if n > 262144 else 5, "index=fp8")
+                log("ours fp8 index", n, row["ours_fp8"])
             if n in ints(args.qouter):
                 row["ours_qouter"] = ours(args.bin, "prefill", n, 3, "main=q-outer")
                 log("ours q-outer", n, row["ours_qouter"])
@@ -222,6 +252,11 @@ def main():
                 row["speedup_vs_sdpa"] = row["sdpa_ms"] / o["total_ms"]
             if "flex_ms" in row:
                 row["speedup_vs_flex"] = row["flex_ms"] / o["total_ms"]
+        o8 = row.get("ours_fp8", {})
+        if o8.get("index_ms", 0) > 0:
+            row["fp8_index_tflops"] = o8["index_flops"] / o8["index_ms"] / 1e9
+            if gemm_fp8:
+                row["fp8_index_frac_gemm_fp8"] = row["fp8_index_tflops"] / gemm_fp8
         prefill.append(row)
     res["prefill"] = prefill
     res["seconds"] = time.time() - started
@@ -230,7 +265,8 @@ def main():
     md = [f"# gpu benchmark: MSA kernels vs torch SDPA and FlexAttention on one {res['device']}", "",
           f"{res['date']}, commit {res['commit']}, torch {res['torch']}; M3 shapes (Hq 64, Hkv = Hidx 4, D = Di 128, "
           f"Bk 128, top_k 16), bf16, max pooling; medians of CUDA-event timed repetitions after warm-up.", "",
-          f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), device copy "
+          f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), fp8 e4m3 GEMM "
+          f"{f(gemm_fp8, '.0f')} TFLOP/s (8192^3 torch._scaled_mm, unit scales), device copy "
           f"{copy / 1000:.2f} TB/s (2 GiB, read + written).", "",
           "## Prefill (one causal sequence of N tokens)", "",
           "| N | SDPA ms | Flex ms | index kernel | ours index ms | index TFLOP/s (% GEMM) | index ms (mma.sync) "
@@ -284,6 +320,32 @@ def main():
            "launch and one top-k for every sequence of the decode batch, per-sequence = one each per sequence. Step "
            "graph = index + top-k + main branch captured as one CUDA graph and replayed; its % copy = bytes read / "
            "step graph time against the copy ceiling above.", ""]
+    md += ["## Index branch on e4m3 inputs (index=fp8: BlockMaxScoresFp8, wgmma m64n128k32 e4m3)", "",
+           "| shape | bf16 index kernel | bf16 index ms | bf16 TFLOP/s (% bf16 GEMM) | fp8 index ms "
+           "| fp8 TFLOP/s (% fp8 GEMM) | x bf16 | index keys GB/s (bf16, fp8) | max abs diff | max rel diff (bound) "
+           "| top-k rows differing (blocks) | fp8 check |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    fp8_rows = [(f"prefill {r['n']}", r.get("ours", {}), r["ours_fp8"], None) for r in prefill if "ours_fp8" in r]
+    fp8_rows += [(f"decode {r['kv']}", r["ours"], r["ours_fp8"], r["kv"]) for r in decode if "ours_fp8" in r]
+    for name, o, o8, kv in fp8_rows:
+        rate = lambda x: x["index_flops"] / x["index_ms"] / 1e9 if x.get("index_ms", 0) > 0 else None
+        r16, r8 = rate(o), rate(o8)
+        pct16 = f" ({100 * r16 / gemm:.0f}%)" if r16 else ""
+        pct8 = f" ({100 * r8 / gemm_fp8:.0f}%)" if r8 and gemm_fp8 else ""
+        speedup = o["index_ms"] / o8["index_ms"] if o.get("index_ms") and o8.get("index_ms") else None
+        # decode reads the index keys once: KV x Di elements of 2 (bf16) or 1 (e4m3) bytes
+        gbps = (f"{f(kv * D * 2 / o['index_ms'] / 1e6 if o.get('index_ms') else None, '.0f')}, "
+                f"{f(kv * D / o8['index_ms'] / 1e6 if o8.get('index_ms') else None, '.0f')}") if kv else "-"
+        md.append(f"| {name} | {o.get('index_kernel', '-')} | {f(o.get('index_ms'), '.4f')} | "
+                  f"{f(r16, '.0f')}{pct16} | {f(o8.get('index_ms'), '.4f')} | {f(r8, '.0f')}{pct8} | "
+                  f"{f(speedup)} | {gbps} | {f(o8.get('fp8_max_abs_diff'), '.2e')} | "
+                  f"{f(o8.get('fp8_max_rel_diff'), '.2e')} ({f(o8.get('fp8_rel_bound'), '.1e')}) | "
+                  f"{o8.get('fp8_topk_diff_rows', '-')} ({o8.get('fp8_topk_diff_blocks', '-')}) | "
+                  f"{o8.get('fp8_check', o8.get('error', '-'))} |")
+    md += ["", "The fp8 runs round the random index inputs to e4m3 first; the bf16 columns are the default run's "
+           "(bf16 inputs, same shapes). Diffs: BlockMaxScoresFp8 against BlockMaxScores (bf16 mma.sync, fp32 "
+           "accumulation) on the same e4m3 values, in score units and relative to index_scale * the block's largest "
+           "sum |q_i k_i|; top-k rows whose selected set differs (near-ties: counted, not failed).", ""]
     text = "\n".join(md) + "\n"
     os.makedirs(args.out, exist_ok=True)
     day = res["date"][:10]

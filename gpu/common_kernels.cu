@@ -1,4 +1,5 @@
-// Kernels shared by both modes: input conversion, fills, and the exp-free top-k ranking (SPEC section 2).
+// Kernels shared by both modes: input conversion (16-bit formats and e4m3), fills, and the exp-free top-k ranking
+// (SPEC section 2).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -44,6 +45,42 @@ __device__ uint16_t NarrowTo16(double x, int lowp) {
 __global__ void RoundKernel(const void* src, int type, int64_t n, int lowp, uint16_t* dst) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     dst[i] = NarrowTo16(LoadWide(src, type, i), lowp);
+  }
+}
+
+// Round to nearest even from double to OCP E4M3FN (RoundToE4M3): |x| is scaled by a power of two onto the integer
+// grid of its binade (the subnormals share the grid of binade -6, steps of 2^-9) and rounded once by rint, so no
+// double rounding. steps lands in [8, 16] on a normal binade (16: the next binade's first code, which the linear
+// code (exponent + 6) * 8 + steps gives) and in [0, 8] below 2^-6 (8: the smallest normal, code 8).
+__device__ uint8_t NarrowToE4M3(double x) {
+  if (x != x) return 0x7F;
+  const uint8_t sign = signbit(x) ? 0x80 : 0x00;
+  const double magnitude = fabs(x);
+  if (magnitude >= 448.0) return sign | 0x7E;          // saturate: 448 is the largest finite e4m3
+  const int exponent = max(ilogb(magnitude), -6);       // ilogb(0) is FP_ILOGB0 (very negative)
+  const double steps = rint(ldexp(magnitude, 3 - exponent));  // exact scaling, then one round to nearest even
+  return sign | uint8_t((exponent + 6) * 8 + int(steps));     // at most 126 (0x7E = 448) below 448
+}
+
+// The value of an e4m3 byte: sign, exponent e (bias 7), mantissa m; e = 0: m * 2^-9; 0x7F / 0xFF: NaN.
+__device__ float E4M3ToFloat(uint8_t code) {
+  const uint32_t sign = uint32_t(code & 0x80) << 24, exponent = (code >> 3) & 15, mantissa = code & 7;
+  if (exponent == 15 && mantissa == 7) return __uint_as_float(sign | 0x7FC00000u);
+  if (exponent == 0) return __uint_as_float(sign | __float_as_uint(float(mantissa) * 0x1p-9f));
+  return __uint_as_float(sign | ((exponent + 120) << 23) | (mantissa << 20));  // float exponent bias 127 = 7 + 120
+}
+
+__global__ void RoundE4M3Kernel(const void* src, int type, int64_t n, uint8_t* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = NarrowToE4M3(LoadWide(src, type, i));
+  }
+}
+
+__global__ void E4M3ToLowpKernel(const uint8_t* src, int64_t n, int lowp, uint16_t* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const float value = E4M3ToFloat(src[i]);  // exact in bf16 and fp16: 4 significant bits, exponents -9..8
+    dst[i] = lowp == kLowpBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(value))
+                               : __half_as_ushort(__float2half_rn(value));
   }
 }
 
@@ -108,6 +145,18 @@ cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst) {
 cudaError_t RoundToLowp(const void* src, int type, int64_t n, int lowp, uint16_t* dst) {
   if (n <= 0) return cudaSuccess;
   RoundKernel<<<CappedGrid(n), kThreads>>>(src, type, n, lowp, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundToE4M3(const void* src, int type, int64_t n, uint8_t* dst) {
+  if (n <= 0) return cudaSuccess;
+  RoundE4M3Kernel<<<CappedGrid(n), kThreads>>>(src, type, n, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t E4M3ToLowp(const uint8_t* src, int64_t n, int lowp, uint16_t* dst) {
+  if (n <= 0) return cudaSuccess;
+  E4M3ToLowpKernel<<<CappedGrid(n), kThreads>>>(src, n, lowp, dst);
   return cudaGetLastError();
 }
 

@@ -130,9 +130,11 @@ std::vector<unsigned char> Pack(const TensorView& view) {
 struct DeviceTensor {
   DeviceBuffer<double> wide;
   DeviceBuffer<uint16_t> narrow;
+  DeviceBuffer<uint8_t> e4m3;  // with_e4m3: the values as E4M3 bytes too (the fp8 index kernel's inputs)
 };
 
-Status Upload(const TensorView& view, Precision precision, const char* name, DeviceTensor* tensor) {
+Status Upload(const TensorView& view, Precision precision, const char* name, DeviceTensor* tensor,
+              bool with_e4m3 = false) {
   const int64_t n = view.rows * view.heads * view.dim;
   if (n == 0) return Status::Ok();
   const std::vector<unsigned char> packed = Pack(view);
@@ -145,6 +147,10 @@ Status Upload(const TensorView& view, Precision precision, const char* name, Dev
   } else {
     MSA_RETURN_IF_ERROR(tensor->narrow.Allocate(n, name));
     MSA_CUDA_RETURN_IF_ERROR(RoundToLowp(raw.get(), TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
+  }
+  if (with_e4m3) {
+    MSA_RETURN_IF_ERROR(tensor->e4m3.Allocate(n, name));
+    MSA_CUDA_RETURN_IF_ERROR(RoundToE4M3(raw.get(), TypeCode(view.dtype), n, tensor->e4m3.get()));
   }
   MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // `raw` is freed on return
   return Status::Ok();
@@ -197,18 +203,26 @@ int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t
   return std::min(nq, q_len);
 }
 
-// The max-pooling index kernel where BlockMaxScores fits: the Hopper one (BlockMaxScoresWgmma) on compute
-// capability 9.0, the mma.sync one (BlockMaxScores) elsewhere; the two give the same bits (measured on the H200,
-// gpu/wgmma_index_first_run.sh). MSA_GPU_INDEX_KERNEL=mma|wgmma forces one (wgmma only where it fits); any other
-// value is refused.
-Status ChooseIndexKernel(int di, int bk, float scale, bool* use_wgmma) {
-  *use_wgmma = BlockMaxScoresWgmmaFits(di, bk, scale);
+// The max-pooling index kernel where BlockMaxScores fits: on e4m3 index inputs (index_format e4m3) the fp8 one
+// (BlockMaxScoresFp8, compute capability 9.0: Hopper's fp8 MMA, within kFp8IndexRelBound of the exact block maxima,
+// gpu/fp8_index_first_run.sh), else the Hopper one (BlockMaxScoresWgmma) on compute capability 9.0, the mma.sync one
+// (BlockMaxScores) elsewhere; the last two give the same bits (measured on the H200, gpu/wgmma_index_first_run.sh).
+// MSA_GPU_INDEX_KERNEL=mma|wgmma|fp8 forces one (each only where it fits, fp8 only on e4m3 inputs; otherwise the
+// default); any other value is refused.
+enum class IndexKernel { kMma, kWgmma, kFp8 };
+
+Status ChooseIndexKernel(const Config& config, float scale, IndexKernel* kernel) {
+  const int di = config.index_head_dim, bk = config.block_size;
+  const bool fp8_fits = config.index_format == IndexFormat::kE4M3 && BlockMaxScoresFp8Fits(di, bk, scale);
+  const bool wgmma_fits = BlockMaxScoresWgmmaFits(di, bk, scale);
+  *kernel = fp8_fits ? IndexKernel::kFp8 : wgmma_fits ? IndexKernel::kWgmma : IndexKernel::kMma;
   if (const char* forced = std::getenv("MSA_GPU_INDEX_KERNEL"); forced != nullptr && *forced != '\0') {
     const std::string name = forced;
-    if (name != "wgmma" && name != "mma") {
-      return InvalidArgument("MSA_GPU_INDEX_KERNEL is \"" + name + "\": expected wgmma or mma (or unset)");
+    if (name != "wgmma" && name != "mma" && name != "fp8") {
+      return InvalidArgument("MSA_GPU_INDEX_KERNEL is \"" + name + "\": expected wgmma, mma or fp8 (or unset)");
     }
-    *use_wgmma = *use_wgmma && name == "wgmma";
+    if (name == "mma") *kernel = IndexKernel::kMma;
+    if (name == "wgmma") *kernel = wgmma_fits ? IndexKernel::kWgmma : IndexKernel::kMma;  // fp8: the default already
   }
   return Status::Ok();
 }
@@ -267,9 +281,14 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     return Unsupported("backend gpu: the exact kernels cannot tile these head dims in this device's shared memory");
   }
 
-  DeviceTensor index_q, index_k;
-  MSA_RETURN_IF_ERROR(Upload(inputs.index_q, config.precision, "index_q", &index_q));
-  MSA_RETURN_IF_ERROR(Upload(inputs.index_k, config.precision, "index_k", &index_k));
+  const double scale = config.IndexScale();
+  IndexKernel index_kernel = IndexKernel::kMma;
+  if (!exact) MSA_RETURN_IF_ERROR(ChooseIndexKernel(config, float(scale), &index_kernel));
+  const bool fp8 = !exact && config.pooling == Pooling::kMax && index_kernel == IndexKernel::kFp8 &&
+                   BlockMaxScoresFits(int(di), int(bk), float(scale));
+  DeviceTensor index_q, index_k;  // with fp8: the values are E4M3 numbers already (msa::Select rounded them)
+  MSA_RETURN_IF_ERROR(Upload(inputs.index_q, config.precision, "index_q", &index_q, fp8));
+  MSA_RETURN_IF_ERROR(Upload(inputs.index_k, config.precision, "index_k", &index_k, fp8));
 
   // The chunk plan and the largest scratch any chunk needs; the sequences with queries as the chunks of one batched
   // chunk (ChooseIndexBatch): its block-score buffer holds the rows (t - t0) * Hidx + r of the queries
@@ -290,11 +309,10 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     longest_q = std::max(longest_q, q_len);
     latest_pos = std::max(latest_pos, k_len - 1);
   }
-  const double scale = config.IndexScale();
   const int64_t num_chunks = int64_t(sequence_chunks.size());
   const int64_t batch_nq =
       sequence_chunks.back().t0 + sequence_chunks.back().nq - sequence_chunks.front().t0;  // total_q > 0
-  const bool batched = allow_batched && !exact && config.pooling == Pooling::kMax &&
+  const bool batched = allow_batched && !exact && !fp8 && config.pooling == Pooling::kMax &&
                        BlockMaxScoresFits(int(di), int(bk), float(scale)) && RankTopKFits(int(top_k)) &&
                        IsDecodeBatch(longest_q, num_chunks) &&
                        batch_nq * hidx * max_blocks * int64_t(sizeof(float)) <= kChunkBudgetBytes;
@@ -323,9 +341,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(bad_row.get(), &no_bad, sizeof no_bad, cudaMemcpyHostToDevice));
 
   const int pooling = int(config.pooling);
-  bool index_wgmma = false;
   TopKKernel topk_kernel = TopKKernel::kWarp;
-  if (!exact) MSA_RETURN_IF_ERROR(ChooseIndexKernel(int(di), int(bk), float(scale), &index_wgmma));
   if (!exact) MSA_RETURN_IF_ERROR(ChooseTopKKernel(&topk_kernel));
   // RankTopKThreshold's split lists (decode shapes), sized for the largest chunk.
   DeviceBuffer<unsigned char> topk_workspace;
@@ -352,8 +368,11 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   const int lowp = LowpCode(config.precision);
   // Block maxima of a (batched) chunk into bs_float (the default stream).
   const auto block_max = [&](const ChunkGeometry& g) {
-    return (index_wgmma ? BlockMaxScoresWgmma : BlockMaxScores)(lowp, index_q.narrow.get(), index_k.narrow.get(), g,
-                                                                float(scale), bs_float.get(), bad_row.get(), nullptr);
+    if (fp8) {
+      return BlockMaxScoresFp8(index_q.e4m3.get(), index_k.e4m3.get(), g, float(scale), bs_float.get(), bad_row.get());
+    }
+    return (index_kernel == IndexKernel::kWgmma ? BlockMaxScoresWgmma : BlockMaxScores)(
+        lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale), bs_float.get(), bad_row.get(), nullptr);
   };
   // The selection of a (batched) chunk's rows from bs_float by the RankTopK family, or RankFloat past it.
   const auto rank_lowp = [&](const ChunkGeometry& g) -> Status {

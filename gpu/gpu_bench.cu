@@ -29,13 +29,24 @@
 // "MISMATCH", "batch_diff_entries": differing entries, bad-row flags included; the first difference goes to stderr;
 // exit status 1 on a mismatch). In decode with a KV-outer main branch the whole step (index, top-k, main branch) is
 // also captured as one CUDA graph and its replays timed ("step_graph_ms"; the selection and outputs poisoned before
-// each replay, the last replay's checked as above). Prints one JSON object.
+// each replay, the last replay's checked as above).
+// With index=fp8 (per sequence in decode) the random index_q / index_k are rounded to e4m3 on the device (RoundToE4M3,
+// then E4M3ToLowp back into the bf16 copies, so both hold the same numbers) and the index branch is BlockMaxScoresFp8
+// on the e4m3 copies; after the timed runs BlockMaxScores (bf16 mma.sync, exact products, fp32 accumulation)
+// recomputes every chunk from the bf16 copies, and again from their absolute values (the magnitude of each entry:
+// index_scale * the largest sum_i |q_i k_i| over the block's visible keys). Reported: "fp8_max_abs_diff" (score
+// units), "fp8_max_rel_diff" (|diff| / that magnitude, per entry), "fp8_over_bound_entries" (entries past
+// kFp8IndexRelBound * magnitude), "fp8_written_mismatch" (entries written by one kernel only, and a different bad
+// row), and the selections of RankTopK on both as sets: "fp8_topk_diff_rows", "fp8_topk_diff_blocks" (ids in the fp8
+// selection missing from the reference's; near-ties, not failures). "fp8_check": "ok" or "FAILED" (exit status 1)
+// when an entry is past the bound or the written entries or bad rows differ. Prints one JSON object.
 //
 //   gpu_bench prefill N [reps] [main=...] [index=...] [topk=...] [lists=general]    one causal sequence of N tokens
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=...] [index=...] [topk=...] [lists=...] [index_batch=...]
 //                                                                B sequences of L keys, Q queries each (1)
 //   main=kv-outer-wgmma (default on sm_90) | kv-outer (mma.sync tiles; default elsewhere) | q-outer
-//   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere)
+//   index=wgmma (BlockMaxScoresWgmma, default on sm_90) | mma (BlockMaxScores; default elsewhere) | fp8
+//         (BlockMaxScoresFp8 on e4m3-valued index inputs; sm_90 only)
 //   topk=by-shape (default, see above) | warp (RankTopK) | fast (RankTopKThreshold on every chunk)
 //   lists=direct (default where q_len is 1) | general (the default elsewhere; direct needs q_len 1)
 //   index_batch=batched (default in decode with q_len <= 16) | per-sequence
@@ -128,6 +139,63 @@ __global__ void CountNonFinite(const double* x, int64_t n, unsigned long long* b
   if (count) atomicAdd(bad, count);
 }
 
+// dst[i] = |src[i]| for n 16-bit floats (the sign bit cleared).
+__global__ void AbsLowp(const uint16_t* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = src[i] & 0x7fffu;
+  }
+}
+
+// The fp8 index check over one chunk's block scores: fp8 (BlockMaxScoresFp8), ref (BlockMaxScores on the same values),
+// magnitude (BlockMaxScores on their absolute values). Entries never written keep the all-ones poison.
+struct Fp8Stats {
+  unsigned max_abs_bits, max_rel_bits;  // max |fp8 - ref| and max |fp8 - ref| / magnitude, as float bits
+  unsigned long long over_bound;        // entries with |fp8 - ref| > rel_bound * magnitude (or one side NaN)
+  unsigned long long written_mismatch;  // entries written by one kernel only
+};
+
+__global__ void CompareFp8Scores(const float* fp8, const float* ref, const float* magnitude, int64_t n,
+                                 float rel_bound, Fp8Stats* stats) {
+  float max_abs = 0.0f, max_rel = 0.0f;
+  unsigned long long over = 0, mismatch = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const bool written = __float_as_uint(fp8[i]) != 0xffffffffu;
+    if (written != (__float_as_uint(ref[i]) != 0xffffffffu)) ++mismatch;
+    if (!written) continue;
+    const float diff = fabsf(fp8[i] - ref[i]);
+    if (isnan(diff)) {
+      over += !(isnan(fp8[i]) && isnan(ref[i]));
+      continue;
+    }
+    const float rel = diff > 0.0f ? diff / magnitude[i] : 0.0f;  // magnitude 0: both dots exactly 0
+    max_abs = fmaxf(max_abs, diff);
+    max_rel = fmaxf(max_rel, rel);
+    over += diff > rel_bound * magnitude[i];
+  }
+  atomicMax(&stats->max_abs_bits, __float_as_uint(max_abs));
+  atomicMax(&stats->max_rel_bits, __float_as_uint(max_rel));
+  if (over) atomicAdd(&stats->over_bound, over);
+  if (mismatch) atomicAdd(&stats->written_mismatch, mismatch);
+}
+
+// counts[0] += rows (of top_k ids, -1 padded) whose id sets differ, counts[1] += ids of a missing from b.
+__global__ void CountSelectionSetDiffs(const int32_t* a, const int32_t* b, int64_t rows, int top_k,
+                                       unsigned long long* counts) {
+  const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (row >= rows) return;
+  int missing = 0;
+  for (int s = 0; s < top_k; ++s) {
+    const int32_t id = a[row * top_k + s];
+    bool found = id < 0;
+    for (int t = 0; t < top_k && !found; ++t) found = b[row * top_k + t] == id;
+    missing += !found;
+  }
+  if (missing) {
+    atomicAdd(counts, 1ull);
+    atomicAdd(counts + 1, static_cast<unsigned long long>(missing));
+  }
+}
+
 template <typename T>
 T* Allocate(int64_t count) {
   T* p = nullptr;
@@ -192,12 +260,20 @@ const char* MainName(Main m) {
 }
 
 // The index-branch kernel a run times.
-enum class Index { kMma, kWgmma };
-const char* IndexName(Index i) { return i == Index::kMma ? "mma" : "wgmma"; }
+enum class Index { kMma, kWgmma, kFp8 };
+const char* IndexName(Index i) { return i == Index::kMma ? "mma" : i == Index::kWgmma ? "wgmma" : "fp8"; }
 
 // The top-k kernel a run times.
 enum class TopK { kByShape, kWarp, kThreshold };
 const char* TopKName(TopK t) { return t == TopK::kByShape ? "by-shape" : t == TopK::kWarp ? "warp" : "fast"; }
+
+// index=fp8: BlockMaxScoresFp8 against BlockMaxScores on the same e4m3 values (CheckFp8Index).
+struct Fp8Check {
+  bool compared = false;  // false: not run, or no room for the reference buffers
+  float max_abs_diff = 0, max_rel_diff = 0;
+  int64_t over_bound = 0, written_mismatch = 0;  // entries; written_mismatch counts a different bad row as one
+  int64_t topk_diff_rows = 0, topk_diff_blocks = 0;
+};
 
 struct Result {
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0;
@@ -217,6 +293,7 @@ struct Result {
   int64_t batch_diffs = -1;   // block-score and selection entries (and bad-row flags) where batched and per-sequence
                               // differ; -1: not compared
   double step_graph_ms = 0;   // index + top-k + main branch as one replayed CUDA graph (decode, KV-outer); 0: not run
+  Fp8Check fp8;
 };
 
 // What one run measures: `batch` sequences of k_len keys, each with the causal suffix of q_len queries.
@@ -232,6 +309,79 @@ struct Shape {
   bool batched = false;        // the index branch as one batched chunk (decode batches, index_batch=batched)
   bool kv_outer() const { return main != Main::kQOuter; }  // the list-based kernels (workspace, graph)
 };
+
+// index=fp8, after the timed runs: every chunk again with BlockMaxScoresFp8 (into bs, bs_entries floats) and with
+// BlockMaxScores on the bf16 copies of the same values and on their absolute values; the entries compared
+// (CompareFp8Scores) and RankTopK's selections of both compared as sets. index_q [n_index_q] / index_k [n_index_k]:
+// bf16 holding e4m3 values; index_q8 / index_k8 their e4m3 bytes. Not compared where the device has no room for the
+// two more block-score buffers.
+Fp8Check CheckFp8Index(const std::vector<ChunkGeometry>& chunks, const uint16_t* index_q, const uint16_t* index_k,
+                       const uint8_t* index_q8, const uint8_t* index_k8, int64_t n_index_q, int64_t n_index_k,
+                       float index_scale, float* bs, int64_t bs_entries, int64_t total_q) {
+  Fp8Check check;
+  const int64_t sel_rows = kHkv * total_q;
+  float *bs_ref = nullptr, *bs_magnitude = nullptr;
+  uint16_t *abs_q = nullptr, *abs_k = nullptr;
+  int32_t *topk_fp8 = nullptr, *topk_ref = nullptr;  // [Hidx, total_q, top_k] each
+  const bool room = cudaMalloc(&bs_ref, size_t(bs_entries) * 4) == cudaSuccess &&
+                    cudaMalloc(&bs_magnitude, size_t(bs_entries) * 4) == cudaSuccess &&
+                    cudaMalloc(&abs_q, size_t(n_index_q) * 2) == cudaSuccess &&
+                    cudaMalloc(&abs_k, size_t(n_index_k) * 2) == cudaSuccess &&
+                    cudaMalloc(&topk_fp8, size_t(sel_rows * kTopK) * 4) == cudaSuccess &&
+                    cudaMalloc(&topk_ref, size_t(sel_rows * kTopK) * 4) == cudaSuccess;
+  if (room) {
+    AbsLowp<<<4096, 256>>>(index_q, n_index_q, abs_q);
+    AbsLowp<<<4096, 256>>>(index_k, n_index_k, abs_k);
+    BENCH_CHECK(cudaGetLastError());
+    Fp8Stats* stats = Allocate<Fp8Stats>(1);
+    unsigned long long* bad = Allocate<unsigned long long>(3);  // first bad rows: fp8, reference, magnitude runs
+    unsigned long long* set_diffs = Allocate<unsigned long long>(2);
+    BENCH_CHECK(cudaMemset(stats, 0, sizeof(Fp8Stats)));
+    BENCH_CHECK(cudaMemset(set_diffs, 0, 2 * 8));
+    for (const ChunkGeometry& g : chunks) {
+      const int64_t n = g.nq * kHkv * g.max_blocks;
+      for (float* p : {bs, bs_ref, bs_magnitude}) BENCH_CHECK(cudaMemset(p, 0xff, size_t(n) * 4));
+      BENCH_CHECK(cudaMemset(bad, 0xff, 3 * 8));
+      BENCH_CHECK(BlockMaxScoresFp8(index_q8, index_k8, g, index_scale, bs, bad));
+      BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, bs_ref, bad + 1));
+      BENCH_CHECK(BlockMaxScores(kLowpBF16, abs_q, abs_k, g, index_scale, bs_magnitude, bad + 2));
+      CompareFp8Scores<<<2048, 256>>>(bs, bs_ref, bs_magnitude, n, kFp8IndexRelBound, stats);
+      BENCH_CHECK(cudaGetLastError());
+      BENCH_CHECK(RankTopK(bs, g, topk_fp8));
+      BENCH_CHECK(RankTopK(bs_ref, g, topk_ref));
+      unsigned long long host_bad[2];
+      BENCH_CHECK(cudaMemcpy(host_bad, bad, sizeof host_bad, cudaMemcpyDeviceToHost));
+      if (host_bad[0] != host_bad[1]) {
+        ++check.written_mismatch;
+        std::fprintf(stderr, "gpu_bench: fp8 bad-row MISMATCH in the chunk at t0 %lld: fp8 %llx, mma %llx\n",
+                     (long long)g.t0, host_bad[0], host_bad[1]);
+      }
+    }
+    CountSelectionSetDiffs<<<unsigned((sel_rows + 255) / 256), 256>>>(topk_fp8, topk_ref, sel_rows, kTopK, set_diffs);
+    BENCH_CHECK(cudaGetLastError());
+    Fp8Stats host_stats;
+    unsigned long long host_set_diffs[2];
+    BENCH_CHECK(cudaMemcpy(&host_stats, stats, sizeof host_stats, cudaMemcpyDeviceToHost));
+    BENCH_CHECK(cudaMemcpy(host_set_diffs, set_diffs, sizeof host_set_diffs, cudaMemcpyDeviceToHost));
+    check.compared = true;
+    std::memcpy(&check.max_abs_diff, &host_stats.max_abs_bits, 4);
+    std::memcpy(&check.max_rel_diff, &host_stats.max_rel_bits, 4);
+    check.over_bound = int64_t(host_stats.over_bound);
+    check.written_mismatch += int64_t(host_stats.written_mismatch);
+    check.topk_diff_rows = int64_t(host_set_diffs[0]);
+    check.topk_diff_blocks = int64_t(host_set_diffs[1]);
+    for (void* p : {static_cast<void*>(stats), static_cast<void*>(bad), static_cast<void*>(set_diffs)}) {
+      BENCH_CHECK(cudaFree(p));
+    }
+  } else {
+    cudaGetLastError();  // out of memory: not compared
+  }
+  for (void* p : {static_cast<void*>(bs_ref), static_cast<void*>(bs_magnitude), static_cast<void*>(abs_q),
+                  static_cast<void*>(abs_k), static_cast<void*>(topk_fp8), static_cast<void*>(topk_ref)}) {
+    if (p != nullptr) BENCH_CHECK(cudaFree(p));
+  }
+  return check;
+}
 
 // The index branch (in chunks of one sequence, or one batched chunk), the top-k and the main branch; the main branch
 // is also captured once in a CUDA graph (kv-outer only) and its replays timed, and in decode the whole step too.
@@ -294,6 +444,20 @@ Result Run(Shape shape, int reps) {
     std::fprintf(stderr, "gpu_bench: BlockMaxScoresWgmma does not take this shape or device (needs sm_90)\n");
     std::exit(1);
   }
+  if (shape.index == Index::kFp8 && !BlockMaxScoresFp8Fits(kDim, kBk, index_scale)) {
+    std::fprintf(stderr, "gpu_bench: BlockMaxScoresFp8 does not take this shape or device (needs sm_90)\n");
+    std::exit(1);
+  }
+  uint8_t* index_q8 = nullptr;  // index=fp8: [total_q, Hidx, Di] e4m3
+  uint8_t* index_k8 = nullptr;  // [total_k, Di] e4m3
+  if (shape.index == Index::kFp8) {  // the index inputs become e4m3 values; their bf16 copies hold the same numbers
+    index_q8 = Allocate<uint8_t>(total_q * kHkv * kDim);
+    index_k8 = Allocate<uint8_t>(total_k * kDim);
+    BENCH_CHECK(RoundToE4M3(index_q, kInBF16, total_q * kHkv * kDim, index_q8));
+    BENCH_CHECK(RoundToE4M3(index_k, kInBF16, total_k * kDim, index_k8));
+    BENCH_CHECK(E4M3ToLowp(index_q8, total_q * kHkv * kDim, kLowpBF16, index_q));
+    BENCH_CHECK(E4M3ToLowp(index_k8, total_k * kDim, kLowpBF16, index_k));
+  }
   // The chunks of the index branch, in order (every sequence, chunks of nq_chunk queries).
   std::vector<ChunkGeometry> chunks;
   for (int64_t seq = 0; seq < shape.batch; ++seq) {
@@ -332,6 +496,8 @@ Result Run(Shape shape, int reps) {
   const auto block_max = [&](const ChunkGeometry& g, float* scores, unsigned long long* bad_row, cudaStream_t on) {
     if (shape.index == Index::kWgmma) {
       BENCH_CHECK(BlockMaxScoresWgmma(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row, on));
+    } else if (shape.index == Index::kFp8) {
+      BENCH_CHECK(BlockMaxScoresFp8(index_q8, index_k8, g, index_scale, scores, bad_row, on));
     } else {
       BENCH_CHECK(BlockMaxScores(kLowpBF16, index_q, index_k, g, index_scale, scores, bad_row, on));
     }
@@ -654,6 +820,10 @@ Result Run(Shape shape, int reps) {
       BENCH_CHECK(cudaFree(p));
     }
   }
+  if (shape.index == Index::kFp8) {
+    result.fp8 = CheckFp8Index(chunks, index_q, index_k, index_q8, index_k8, total_q * kHkv * kDim, total_k * kDim,
+                               index_scale, bs, nq_chunk * kHkv * max_blocks, total_q);
+  }
   const int64_t sel_rows = kHkv * total_q;
   CountBadSelections<<<unsigned((sel_rows + 255) / 256), 256>>>(topk, total_q, q_len, kHkv, kTopK, pos0, kBk,
                                                                flags + 1);
@@ -669,7 +839,8 @@ Result Run(Shape shape, int reps) {
                   static_cast<void*>(k), static_cast<void*>(v), static_cast<void*>(bs), static_cast<void*>(topk),
                   static_cast<void*>(out), static_cast<void*>(lse), static_cast<void*>(flags),
                   static_cast<void*>(d_position), static_cast<void*>(d_key_begin), static_cast<void*>(d_first_block),
-                  workspace, topk_ws, static_cast<void*>(topk_ref), static_cast<void*>(d_sequences)}) {
+                  workspace, topk_ws, static_cast<void*>(topk_ref), static_cast<void*>(d_sequences),
+                  static_cast<void*>(index_q8), static_cast<void*>(index_k8)}) {
     if (p != nullptr) BENCH_CHECK(cudaFree(p));
   }
   BENCH_CHECK(cudaStreamDestroy(stream));
@@ -695,10 +866,10 @@ int main(int argc, char** argv) {
   using namespace msa::gpu;
   if (argc < 3) {
     std::fprintf(stderr,
-                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma]"
+                 "usage: gpu_bench prefill N [reps] [main=kv-outer-wgmma|kv-outer|q-outer] [index=mma|wgmma|fp8]"
                  " [topk=by-shape|warp|fast] [lists=general]\n"
                  "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [main=kv-outer-wgmma|kv-outer|q-outer]"
-                 " [index=mma|wgmma] [topk=by-shape|warp|fast] [lists=direct|general]"
+                 " [index=mma|wgmma|fp8] [topk=by-shape|warp|fast] [lists=direct|general]"
                  " [index_batch=batched|per-sequence]\n");
     return 2;
   }
@@ -720,6 +891,7 @@ int main(int argc, char** argv) {
     else if (arg == "main=kv-outer") shape.main = Main::kKvOuter, shape.main_named = true;
     else if (arg == "index=wgmma") shape.index = Index::kWgmma, shape.index_named = true;
     else if (arg == "index=mma") shape.index = Index::kMma, shape.index_named = true;
+    else if (arg == "index=fp8") shape.index = Index::kFp8, shape.index_named = true;
     else if (arg == "topk=by-shape") shape.topk = TopK::kByShape;
     else if (arg == "topk=warp") shape.topk = TopK::kWarp;
     else if (arg == "topk=fast") shape.topk = TopK::kThreshold;
@@ -743,7 +915,8 @@ int main(int argc, char** argv) {
   shape.decode = !prefill;
   // Batched where the backend would batch: decode batches (q_len <= 16; the bench's block scores of every query fit
   // its chunk budget far beyond the batches it is run at).
-  shape.batched = shape.decode && !per_sequence && IsDecodeBatch(shape.q_len, shape.batch);
+  // BlockMaxScoresFp8 takes one sequence per chunk: index=fp8 runs per sequence.
+  shape.batched = shape.decode && !per_sequence && shape.index != Index::kFp8 && IsDecodeBatch(shape.q_len, shape.batch);
   const Result r = Run(shape, reps);
   const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
   // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
@@ -783,6 +956,21 @@ int main(int argc, char** argv) {
   // The batched index branch against the per-sequence one: the same block scores and selection, entry for entry.
   const bool batch_ok = !r.batched || r.batch_diffs == 0;
   const char* batch_check = !r.batched ? "not run" : batch_ok ? "ok" : "MISMATCH";
+  // BlockMaxScoresFp8 against BlockMaxScores on the same e4m3 values: within kFp8IndexRelBound of each entry's
+  // magnitude (the fp8 MMA's reduced-precision adds), the same entries written, the same bad rows.
+  const bool fp8_ok = !r.fp8.compared || (r.fp8.over_bound == 0 && r.fp8.written_mismatch == 0);
+  const char* fp8_check = r.index != Index::kFp8 ? "not run"
+                          : !r.fp8.compared        ? "not compared"
+                          : fp8_ok                 ? "ok"
+                                                   : "FAILED";
+  char fp8_fields[512];
+  std::snprintf(fp8_fields, sizeof fp8_fields,
+                ", \"fp8_check\": \"%s\", \"fp8_rel_bound\": %.3e, \"fp8_max_abs_diff\": %.3e, "
+                "\"fp8_max_rel_diff\": %.3e, \"fp8_over_bound_entries\": %lld, \"fp8_written_mismatch\": %lld, "
+                "\"fp8_topk_diff_rows\": %lld, \"fp8_topk_diff_blocks\": %lld",
+                fp8_check, double(kFp8IndexRelBound), double(r.fp8.max_abs_diff), double(r.fp8.max_rel_diff),
+                (long long)r.fp8.over_bound, (long long)r.fp8.written_mismatch, (long long)r.fp8.topk_diff_rows,
+                (long long)r.fp8.topk_diff_blocks);
   std::printf(
       "{\"mode\": \"%s\", \"main_kernel\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, "
       "\"index_kernel\": \"%s\", \"reps\": %d, \"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, "
@@ -794,7 +982,7 @@ int main(int argc, char** argv) {
       "\"index_diff_entries\": %lld, \"topk_kernel\": \"%s\", \"topk_threshold_chunks\": %lld, "
       "\"topk_splits\": %d, \"topk_check\": \"%s\", \"topk_diff_entries\": %lld, \"lists\": \"%s\", "
       "\"lists_check\": \"%s\", \"lists_diff_words\": %lld, \"index_batch\": \"%s\", \"batch_check\": \"%s\", "
-      "\"batch_diff_entries\": %lld, \"step_graph_ms\": %.4f}\n",
+      "\"batch_diff_entries\": %lld, \"step_graph_ms\": %.4f%s}\n",
       mode.c_str(), MainName(r.main), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len,
       IndexName(r.index), reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.out_diff_vs_qouter,
       r.lse_diff_vs_qouter, r.out_diff_vs_kvouter, r.lse_diff_vs_kvouter, wgmma_check,
@@ -802,6 +990,8 @@ int main(int argc, char** argv) {
       (unsigned long long)r.nonfinite, index_check, (long long)r.index_diffs, TopKName(r.topk),
       (long long)r.topk_threshold_chunks, r.topk_splits,
       topk_check, (long long)r.topk_diffs, lists_name, lists_check, (long long)r.lists_diffs,
-      r.batched ? "batched" : "per-sequence", batch_check, (long long)r.batch_diffs, r.step_graph_ms);
-  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok && lists_ok && batch_ok ? 0 : 1;
+      r.batched ? "batched" : "per-sequence", batch_check, (long long)r.batch_diffs, r.step_graph_ms, fp8_fields);
+  return r.bad_rows == 0 && r.nonfinite == 0 && wgmma_ok && index_ok && topk_ok && lists_ok && batch_ok && fp8_ok
+             ? 0
+             : 1;
 }

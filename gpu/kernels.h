@@ -64,6 +64,14 @@ inline bool IsDecodeBatch(int64_t longest_q_len, int64_t sequences_with_queries)
 cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst);
 // Round-to-nearest-even narrowing of n packed elements of `type` to bf16 or fp16 (raw 16-bit storage).
 cudaError_t RoundToLowp(const void* src, int type, int64_t n, int lowp, uint16_t* dst);
+// Round-to-nearest-even narrowing of n packed elements of `type` to OCP E4M3FN bytes (sign, 4 exponent bits with
+// bias 7, 3 mantissa bits: largest finite 448, smallest subnormal 2^-9, no infinities), rounded once from the exact
+// value (an F64 input is not rounded through float first). Finite magnitudes past 448 and infinities saturate to
+// +-448 (0x7E / 0xFE; the front end refuses them before any backend sees them), NaN becomes 0x7F. The identity on
+// values that are e4m3 numbers already. The index inputs of index_format e4m3 take this form on the device.
+cudaError_t RoundToE4M3(const void* src, int type, int64_t n, uint8_t* dst);
+// Exact widening of n e4m3 bytes to bf16 or fp16 (every e4m3 number is both a bf16 and an fp16; NaN stays NaN).
+cudaError_t E4M3ToLowp(const uint8_t* src, int64_t n, int lowp, uint16_t* dst);
 // dst[i] = value for i < n.
 cudaError_t FillDouble(double* dst, int64_t n, double value);
 cudaError_t FillFloat(float* dst, int64_t n, float value);
@@ -133,7 +141,7 @@ struct BlockMaxGrid {
 BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
-// The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only; UNTESTED on a GPU so far):
+// The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only):
 // 128-row CTAs of two warpgroups, the query rows in registers, 128-key tiles of index_k through a 4-stage cp.async
 // ring, wgmma m64n128k16 (A from registers) with the reduction of one tile overlapping the next tile's wgmma. The
 // same contract as BlockMaxScores (entries written, bad-row detection, batched chunks) and the same bits. Needs
@@ -142,6 +150,28 @@ cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* in
 bool BlockMaxScoresWgmmaFits(int di, int bk, float scale);
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
+// The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only; UNTESTED on a GPU so far): index_q and
+// index_k hold OCP E4M3FN bytes (RoundToE4M3), laid out as above with one byte per element. BlockMaxScoresWgmma's
+// kernel with wgmma m64n128k32 .e4m3 (A from registers, B = K-major key tiles) and its contract: bs[row * max_blocks
+// + blk] written for blk < visible(row) and nothing else, the local block clamped causally, the grid of
+// PlanBlockMaxGrid, a row with a visible scaled score that is not finite (with these inputs: only a NaN byte) goes to
+// atomicMin(bad_row, t * Hidx + r), and a bad row's entries are unspecified. Not the same bits as BlockMaxScores on
+// the widened values: Hopper's fp8 MMA adds with reduced precision; each written entry is within kFp8IndexRelBound *
+// scale * (the largest sum_i |q_i k_i| over the block's visible keys) of the exact block max. Needs
+// BlockMaxScoresFp8Fits(di, bk, scale): di a multiple of 16 up to 128, bk a multiple of 64, scale > 0 with
+// scale * 2 * di * 448^2 <= FLT_MAX (no dot overflows), a compute capability 9.0 device; and key positions below
+// 2^31 - bk - nq, and a chunk of one sequence (not a batched one); returns cudaErrorNotSupported otherwise (nothing
+// enqueued).
+bool BlockMaxScoresFp8Fits(int di, int bk, float scale);
+cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, const ChunkGeometry& g, float scale,
+                              float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
+// The bound of BlockMaxScoresFp8: |fp8 - exact| <= kFp8IndexRelBound * scale * max over the block's visible keys of
+// sum_i |q_i k_i|. Hopper's fp8 MMA keeps about 13-14 significant bits when it adds a k32 step to its accumulator
+// (DeepSeek-V3, section 3.3.2: "around 14 bits"; SageAttention2: a 22-bit accumulator with 13 mantissa bits). Di <= 128
+// is at most 4 steps, each losing less than 2^-13 of a partial sum bounded by sum_i |q_i k_i|: 2^-11; doubled for the
+// alignment of the products inside a step and the fp32 rounding of the reference (about Di * 2^-24). A block max
+// moves by at most the largest error of the scores it is the max of.
+inline constexpr float kFp8IndexRelBound = 1.0f / 1024.0f;
 // The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
 // Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
 bool RankTopKFits(int top_k);

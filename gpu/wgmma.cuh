@@ -1,7 +1,8 @@
 // Device helpers for Hopper's warpgroup MMA (wgmma, sm_90a only) as gpu/kv_outer_wgmma.cu uses it: shared-memory
 // matrix descriptors for the 128-byte swizzle, wgmma.mma_async m64n128k16 with fp32 accumulators (A from shared
-// memory or from registers), and the fence / commit / wait protocol. Section numbers are those of the PTX ISA 8.x
-// / 9.0 ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate Instructions", 9.7.15).
+// memory or from registers; m64n128k32 on e4m3 for gpu/block_max_fp8.cu), and the fence / commit / wait protocol.
+// Section numbers are those of the PTX ISA 8.x / 9.0 ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate
+// Instructions", 9.7.15).
 //
 // Everything here compiles to PTX only for compute_90a (MSA_WGMMA_ENABLED); the other targets see no-op bodies
 // that trap if they were ever reached (the launcher refuses non-sm_90 devices first).
@@ -169,6 +170,26 @@ __device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_
         : MSA_WGMMA_OUT64
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate), "n"(kTransB));
   }
+#else
+  (void)d, (void)a, (void)b_desc, (void)accumulate;
+  __trap();
+#endif
+}
+
+// D[64 x 128] (+)= A[64 x 32] B[32 x 128] on OCP e4m3 inputs (wgmma .m64n128k32 .e4m3.e4m3, 9.7.15.5.1.1.1 and
+// 9.7.15.5.2), A from registers, B K-major in shared memory (fp8 wgmma takes no transpose immediates: both operands
+// are K-major). The 8-bit A fragment is the 16-bit one byte for byte: a[0] holds row lane/4, K bytes 4(lane%4)..+3,
+// a[1] the row + 8, a[2] K + 16, a[3] both; so ldmatrix .b16 over rows of bytes loads it. A K-major B row of 128
+// e4m3 bytes is one 128-byte swizzle row; a k32 step is 32 bytes along it. The hardware adds the products with less
+// than fp32 precision (gpu/block_max_fp8.cu states the bound).
+__device__ inline void MmaRSE4M3(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
+#if defined(MSA_WGMMA_ENABLED)
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " MSA_WGMMA_D64
+      ", {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : MSA_WGMMA_OUT64
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_desc), "r"(accumulate));
 #else
   (void)d, (void)a, (void)b_desc, (void)accumulate;
   __trap();
