@@ -5,14 +5,7 @@
 # selection compared entry for entry with RankTopK on the same block scores (on a failure: memcheck, stop), then the top-k
 # tests and conformance with MSA_GPU_TOPK_KERNEL=fast, timings warp vs fast, sanitizers on small shapes, a summary table.
 # Every step runs under `timeout`; DEADLINE (default 175 s) bounds the whole script (steps past it are listed as skipped).
-set -uo pipefail; cd "$(dirname "$0")/.."; B=${BUILD:-.devbuild/build-gpu}; O=${1:-${OUT:-$PWD/topk_first_run_out}}; mkdir -p "$O"; rc=0; G=$B/gpu/gpu_bench
-[ -n "${LIBS:-}" ] && export LD_LIBRARY_PATH="$(cd "$LIBS" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-T0=$SECONDS; rm -f "$O/rc.list"
-D=${DEADLINE:-175}  # seconds for the whole script: a step gets at most what is left; none starts with under 8 s left
-run() { local n=$1 t=$2; shift 2; local left=$((D - (SECONDS - T0)))
-  if [ $left -lt 8 ]; then echo "=== $n SKIPPED (deadline ${D} s)"; echo "$n skipped" >>"$O/rc.list"; return; fi
-  [ "$t" -gt $left ] && t=$left; echo "=== $n: $*"; local s=$SECONDS; timeout "$t" "$@" >"$O/$n.txt" 2>&1; local r=$?
-  tail -n 3 "$O/$n.txt" | cut -c1-400; echo "=== $n rc=$r ($((SECONDS - s)) s, $((SECONDS - T0)) s in all)"; echo "$n $r" >>"$O/rc.list"; [ $r -eq 0 ] || rc=1; }
+source "$(dirname "$0")/first_run_lib.sh" topk_first_run_out 175 8 "${1:-}"
 summary() { python3 - "$O" <<'PY'
 import glob, json, os, sys
 out = sys.argv[1]
