@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "msa/msa.h"
+#include "oracle/cases.h"
 #include "oracle/problem.h"
 #include "oracle/random.h"
 
@@ -90,16 +91,7 @@ TEST(E4M3, TheFormatNamesRoundTrip) {
 }
 
 ProblemSpec SmallSpec(DType dtype) {
-  ProblemSpec spec;
-  spec.config.num_q_heads = 4;
-  spec.config.num_kv_heads = 2;
-  spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 16;
-  spec.config.block_size = 8;
-  spec.config.top_k = 4;
-  spec.lengths = {{40, 40}, {1, 77}, {5, 30}};
-  spec.dtype = dtype;
-  spec.seed = 31;
-  return spec;
+  return MakeSpec(4, 2, 16, 8, 4, 0, Pooling::kMax, {{40, 40}, {1, 77}, {5, 30}}, dtype, 31);
 }
 
 // Every index input replaced by NearestE4M3 of its value (the test's own rounding).
