@@ -150,7 +150,7 @@ cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* in
 bool BlockMaxScoresWgmmaFits(int di, int bk, float scale);
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
-// The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only; UNTESTED on a GPU so far): index_q and
+// The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only; gpu/fp8_index_first_run.sh): index_q and
 // index_k hold OCP E4M3FN bytes (RoundToE4M3), laid out as above with one byte per element. BlockMaxScoresWgmma's
 // kernel with wgmma m64n128k32 .e4m3 (A from registers, B = K-major key tiles) and its contract: bs[row * max_blocks
 // + blk] written for blk < visible(row) and nothing else, the local block clamped causally, the grid of
@@ -251,7 +251,7 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                           double* out, double* lse, cudaStream_t stream = nullptr);
-// The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only; UNTESTED on a GPU so far): the lists,
+// The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only; gpu/wgmma_first_run.sh): the lists,
 // the plan (PlanKvOuter), the partial results and the merge are KvOuterAttend's, the tile kernel runs one warpgroup
 // per 64-row tile on wgmma.mma_async (S = Q K^T and O = P V, P from registers) with K and V kept in shared memory
 // across the consecutive tiles of one (sequence, block, group). Same rounding points as KvOuterAttend. Needs
