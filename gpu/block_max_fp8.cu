@@ -43,15 +43,6 @@ namespace {
 
 constexpr float kE4M3Max = 448.0f;
 
-#if defined(MSA_WGMMA_ENABLED)
-// max with NaN propagation (PTX max.NaN, sm_80+): a NaN argument gives NaN.
-__device__ inline float MaxNaN(float a, float b) {
-  float d;
-  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-#endif  // MSA_WGMMA_ENABLED
-
 // The reduction of this kernel: per row one running block max, NaN sticky (max.NaN), which carries any
 // non-finite score into a written block max (no second chain: see "bad rows" above).
 struct NanMaxFold {
@@ -70,21 +61,16 @@ struct NanMaxFold {
       mx[h][0] = best[h];
       mx[h][1] = mx[h][2] = mx[h][3] = -INFINITY;
     }
+    block_max::ForEachScoreOfHalf<kHalf, kMasked>(acc, lim, tig, [&](int h, int j, float s, bool visible) {
+      mx[h][j & 3] = block_max::MaxNaN(mx[h][j & 3], visible ? s : -INFINITY);  // a select, not a branch
+    });
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const float s = acc[4 * (8 * kHalf + j) + e];
-        const bool visible = !kMasked || j * 8 + tig * 2 + (e & 1) <= lim[h];
-        mx[h][j & 3] = MaxNaN(mx[h][j & 3], visible ? s : -INFINITY);  // a select, not a branch
-      }
+    for (int h = 0; h < 2; ++h) {
+      best[h] = block_max::MaxNaN(block_max::MaxNaN(mx[h][0], mx[h][1]), block_max::MaxNaN(mx[h][2], mx[h][3]));
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) best[h] = MaxNaN(MaxNaN(mx[h][0], mx[h][1]), MaxNaN(mx[h][2], mx[h][3]));
   }
 
-  __device__ __forceinline__ static float Max(float a, float b) { return MaxNaN(a, b); }
+  __device__ __forceinline__ static float Max(float a, float b) { return block_max::MaxNaN(a, b); }
   __device__ __forceinline__ bool NonFiniteSeen(int, float) const { return false; }  // a written max says it
 #endif  // MSA_WGMMA_ENABLED
 };

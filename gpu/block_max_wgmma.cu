@@ -51,15 +51,6 @@
 namespace msa::gpu {
 namespace {
 
-#if defined(MSA_WGMMA_ENABLED)
-// min with NaN propagation (PTX min.NaN, sm_80+): a NaN argument gives NaN.
-__device__ inline float MinNaN(float a, float b) {
-  float d;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
-#endif  // MSA_WGMMA_ENABLED
-
 // The reduction of this kernel: per row a running block max (fmaxf) and a running min over every visible score
 // (min.NaN, NaN sticky), whose scaled value the bad-row test checks at the end.
 struct MaxMinFold {
@@ -82,22 +73,15 @@ struct MaxMinFold {
       mx[h][0] = mx[h][1] = best[h];
       mn[h][0] = mn[h][1] = lo[h];
     }
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2;
-        const float s = acc[4 * (8 * kHalf + j) + e];
-        const bool visible = !kMasked || j * 8 + tig * 2 + (e & 1) <= lim[h];
-        // Selects, not branches: an invisible key adds -inf to the max and 0 to the min (which starts at 0).
-        mx[h][j & 1] = fmaxf(mx[h][j & 1], visible ? s : -INFINITY);
-        mn[h][j & 1] = MinNaN(mn[h][j & 1], visible ? s : 0.0f);
-      }
-    }
+    block_max::ForEachScoreOfHalf<kHalf, kMasked>(acc, lim, tig, [&](int h, int j, float s, bool visible) {
+      // Selects, not branches: an invisible key adds -inf to the max and 0 to the min (which starts at 0).
+      mx[h][j & 1] = fmaxf(mx[h][j & 1], visible ? s : -INFINITY);
+      mn[h][j & 1] = block_max::MinNaN(mn[h][j & 1], visible ? s : 0.0f);
+    });
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       best[h] = fmaxf(mx[h][0], mx[h][1]);
-      lo[h] = MinNaN(mn[h][0], mn[h][1]);
+      lo[h] = block_max::MinNaN(mn[h][0], mn[h][1]);
     }
   }
 

@@ -13,8 +13,8 @@
 //   Fold           the reduction flavor: per-row running maxima `best[2]` (the thread's two accumulator rows) and
 //                  whatever the bad-row test needs besides the written block maxima; Start(h) resets row h,
 //                  FoldHalf<kHalf, kMasked>(acc, lim, tig) folds half kHalf of a tile (keys past lim[h] skipped
-//                  with kMasked), Max(a, b) combines two lanes' maxima, NonFiniteSeen(h, scale) is the row's extra
-//                  bad test at the end.
+//                  with kMasked; ForEachScoreOfHalf visits the scores), Max(a, b) combines two lanes' maxima,
+//                  NonFiniteSeen(h, scale) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
 #ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
@@ -64,6 +64,36 @@ constexpr size_t SmemBytes(int wgs) {
   return 1024 /* alignment slack */ + size_t(kStages) * Layout<Ops>::kStageBytes +
          size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element);
 }
+
+#if defined(MSA_WGMMA_ENABLED)
+// For the folds: min / max with NaN propagation (PTX min.NaN / max.NaN, sm_80+): a NaN argument gives NaN.
+__device__ inline float MinNaN(float a, float b) {
+  float d;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+__device__ inline float MaxNaN(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+// For the folds: visit(h, j, s, visible) for each of this thread's 32 scores of half kHalf of a tile (accumulator
+// chunks 8 kHalf + j, j < 8: row h = the thread's row 16v + lane/4 + 8h, key 8j + 2 tig (+1) of the half); with
+// kMasked, visible = the key is <= lim[h] (the row's position minus the half's first key), else always true.
+template <int kHalf, bool kMasked, class Visit>
+__device__ __forceinline__ void ForEachScoreOfHalf(const float (&acc)[64], const int (&lim)[2], int tig,
+                                                   Visit&& visit) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      visit(h, j, acc[4 * (8 * kHalf + j) + e], !kMasked || j * 8 + tig * 2 + (e & 1) <= lim[h]);
+    }
+  }
+}
+#endif  // MSA_WGMMA_ENABLED
 
 // Per-thread state of the reduction: this thread's two accumulator rows 16v + lane/4 (+8) of the CTA.
 template <class Fold>
