@@ -253,6 +253,31 @@ class PhaseTimer {
   double sum_ms_ = 0;
 };
 
+// The work `enqueue(stream)` puts on `stream`, captured once as a CUDA graph and replayed reps + 1 times (the first
+// untimed), `prepare()` (poisoning outputs) and a device synchronization before each replay: the median replay time.
+template <class Enqueue, class Prepare>
+double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue(stream);
+  BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<double> graph_ms;
+  for (int rep = -1; rep < reps; ++rep) {
+    prepare();
+    BENCH_CHECK(cudaDeviceSynchronize());
+    timer.Begin(stream);
+    BENCH_CHECK(cudaGraphLaunch(exec, stream));
+    timer.End(stream);
+    const double ms = timer.TakeMs();
+    if (rep >= 0) graph_ms.push_back(ms);
+  }
+  BENCH_CHECK(cudaGraphExecDestroy(exec));
+  BENCH_CHECK(cudaGraphDestroy(graph));
+  return Median(graph_ms);
+}
+
 // The main-branch kernel a run times.
 enum class Main { kKvOuter, kQOuter, kKvOuterWgmma };
 const char* MainName(Main m) {
@@ -606,51 +631,21 @@ Result Run(Shape shape, int reps) {
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
   if (shape.kv_outer()) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    main_branch(stream);
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    std::vector<double> graph_ms;
-    for (int rep = -1; rep < reps; ++rep) {
-      poison_outputs();
-      BENCH_CHECK(cudaDeviceSynchronize());
-      main_timer.Begin(stream);
-      BENCH_CHECK(cudaGraphLaunch(exec, stream));
-      main_timer.End(stream);
-      const double ms = main_timer.TakeMs();
-      if (rep >= 0) graph_ms.push_back(ms);
-    }
-    result.main_graph_ms = Median(graph_ms);
-    BENCH_CHECK(cudaGraphExecDestroy(exec));
-    BENCH_CHECK(cudaGraphDestroy(graph));
+    result.main_graph_ms = GraphReplayMs(stream, reps, main_timer, main_branch, poison_outputs);
   }
   if (shape.kv_outer() && shape.decode) {  // the whole decode step as one graph: index, top-k, main branch
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (const ChunkGeometry& g : launches) {
-      block_max(g, bs, flags, stream);
-      rank(g, bs, topk, stream);
-    }
-    main_branch(stream);
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    std::vector<double> graph_ms;
-    for (int rep = -1; rep < reps; ++rep) {  // the selection and outputs poisoned before each replay
+    const auto step = [&](cudaStream_t on) {
+      for (const ChunkGeometry& g : launches) {
+        block_max(g, bs, flags, on);
+        rank(g, bs, topk, on);
+      }
+      main_branch(on);
+    };
+    const auto poison_selection_and_outputs = [&] {
       BENCH_CHECK(cudaMemset(topk, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
       poison_outputs();
-      BENCH_CHECK(cudaDeviceSynchronize());
-      main_timer.Begin(stream);
-      BENCH_CHECK(cudaGraphLaunch(exec, stream));
-      main_timer.End(stream);
-      const double ms = main_timer.TakeMs();
-      if (rep >= 0) graph_ms.push_back(ms);
-    }
-    result.step_graph_ms = Median(graph_ms);
-    BENCH_CHECK(cudaGraphExecDestroy(exec));
-    BENCH_CHECK(cudaGraphDestroy(graph));
+    };
+    result.step_graph_ms = GraphReplayMs(stream, reps, main_timer, step, poison_selection_and_outputs);
   }
   size_t free_bytes = 0, total_bytes = 0;
   BENCH_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
