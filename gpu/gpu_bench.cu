@@ -226,6 +226,15 @@ std::pair<float, float> MaxDiffs(const double* out_a, const double* out_b, int64
   return {diffs[0], diffs[1]};
 }
 
+// Row `row` of a device selection [rows, kTopK] as text, " id id ...", for a mismatch report.
+std::string SelectionRowText(const int32_t* selection, int64_t row) {
+  int32_t ids[kTopK];
+  BENCH_CHECK(cudaMemcpy(ids, selection + row * kTopK, sizeof ids, cudaMemcpyDeviceToHost));
+  std::string text;
+  for (const int32_t id : ids) text += " " + std::to_string(id);
+  return text;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -611,14 +620,7 @@ Result Run(Shape shape, int reps) {
     result.topk_diffs = int64_t(host_check[0]);
     if (host_check[0] > 0) {
       const int64_t row = int64_t(host_check[1]) / kTopK;  // [Hidx, total_q] row
-      int32_t got[kTopK], want[kTopK];
-      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
-      BENCH_CHECK(cudaMemcpy(want, topk_ref + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
-      std::string got_text, want_text;
-      for (int i = 0; i < kTopK; ++i) {
-        got_text += " " + std::to_string(got[i]);
-        want_text += " " + std::to_string(want[i]);
-      }
+      const std::string got_text = SelectionRowText(topk, row), want_text = SelectionRowText(topk_ref, row);
       std::fprintf(stderr,
                    "gpu_bench: topk MISMATCH: %llu entries; first in group %lld, query %lld (position %lld):\n"
                    "  fast:%s\n  warp:%s\n",
@@ -793,14 +795,7 @@ Result Run(Shape shape, int reps) {
     }
     if (host_check[4] > 0) {  // the first differing selection row: [Hidx, total_q] rows
       const int64_t row = int64_t(host_check[5]) / kTopK;
-      int32_t got[kTopK], want[kTopK];
-      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
-      BENCH_CHECK(cudaMemcpy(want, topk_seq + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
-      std::string got_text, want_text;
-      for (int i = 0; i < kTopK; ++i) {
-        got_text += " " + std::to_string(got[i]);
-        want_text += " " + std::to_string(want[i]);
-      }
+      const std::string got_text = SelectionRowText(topk, row), want_text = SelectionRowText(topk_seq, row);
       std::fprintf(stderr,
                    "gpu_bench: batch MISMATCH in the selection: %llu entries; first in group %lld, query %lld:\n"
                    "  batched:     %s\n  per-sequence:%s\n",
