@@ -9,8 +9,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -203,6 +205,25 @@ int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t
   return std::min(nq, q_len);
 }
 
+// The value of the environment variable `variable` that forces a kernel choice: "" when it is unset or empty, else
+// one of `names`; any other value is refused ("... is \"x\": expected a, b or c (or unset)").
+Status ForcedChoice(const char* variable, std::initializer_list<std::string_view> names, std::string* choice) {
+  choice->clear();
+  const char* forced = std::getenv(variable);
+  if (forced == nullptr || *forced == '\0') return Status::Ok();
+  const std::string name = forced;
+  if (std::find(names.begin(), names.end(), name) == names.end()) {
+    std::string expected;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (i > 0) expected += i + 1 < names.size() ? ", " : " or ";
+      expected += names.begin()[i];
+    }
+    return InvalidArgument(std::string(variable) + " is \"" + name + "\": expected " + expected + " (or unset)");
+  }
+  *choice = name;
+  return Status::Ok();
+}
+
 // The max-pooling index kernel where BlockMaxScores fits: on e4m3 index inputs (index_format e4m3) the fp8 one
 // (BlockMaxScoresFp8, compute capability 9.0: Hopper's fp8 MMA, within kFp8IndexRelBound of the exact block maxima,
 // gpu/fp8_index_first_run.sh), else the Hopper one (BlockMaxScoresWgmma) on compute capability 9.0, the mma.sync one
@@ -216,14 +237,10 @@ Status ChooseIndexKernel(const Config& config, float scale, IndexKernel* kernel)
   const bool fp8_fits = config.index_format == IndexFormat::kE4M3 && BlockMaxScoresFp8Fits(di, bk, scale);
   const bool wgmma_fits = BlockMaxScoresWgmmaFits(di, bk, scale);
   *kernel = fp8_fits ? IndexKernel::kFp8 : wgmma_fits ? IndexKernel::kWgmma : IndexKernel::kMma;
-  if (const char* forced = std::getenv("MSA_GPU_INDEX_KERNEL"); forced != nullptr && *forced != '\0') {
-    const std::string name = forced;
-    if (name != "wgmma" && name != "mma" && name != "fp8") {
-      return InvalidArgument("MSA_GPU_INDEX_KERNEL is \"" + name + "\": expected wgmma, mma or fp8 (or unset)");
-    }
-    if (name == "mma") *kernel = IndexKernel::kMma;
-    if (name == "wgmma") *kernel = wgmma_fits ? IndexKernel::kWgmma : IndexKernel::kMma;  // fp8: the default already
-  }
+  std::string forced;
+  MSA_RETURN_IF_ERROR(ForcedChoice("MSA_GPU_INDEX_KERNEL", {"wgmma", "mma", "fp8"}, &forced));
+  if (forced == "mma") *kernel = IndexKernel::kMma;
+  if (forced == "wgmma") *kernel = wgmma_fits ? IndexKernel::kWgmma : IndexKernel::kMma;  // fp8: the default already
   return Status::Ok();
 }
 
@@ -235,13 +252,10 @@ enum class TopKKernel { kByShape, kWarp, kThreshold };
 
 Status ChooseTopKKernel(TopKKernel* kernel) {
   *kernel = TopKKernel::kByShape;
-  if (const char* forced = std::getenv("MSA_GPU_TOPK_KERNEL"); forced != nullptr && *forced != '\0') {
-    const std::string name = forced;
-    if (name != "fast" && name != "warp") {
-      return InvalidArgument("MSA_GPU_TOPK_KERNEL is \"" + name + "\": expected fast or warp (or unset)");
-    }
-    *kernel = name == "fast" ? TopKKernel::kThreshold : TopKKernel::kWarp;
-  }
+  std::string forced;
+  MSA_RETURN_IF_ERROR(ForcedChoice("MSA_GPU_TOPK_KERNEL", {"fast", "warp"}, &forced));
+  if (forced == "fast") *kernel = TopKKernel::kThreshold;
+  if (forced == "warp") *kernel = TopKKernel::kWarp;
   return Status::Ok();
 }
 
@@ -255,13 +269,9 @@ Status ChooseTopKKernel(TopKKernel* kernel) {
 // work. allow_batched: false when per-sequence is forced.
 Status ChooseIndexBatch(bool* allow_batched) {
   *allow_batched = true;
-  if (const char* forced = std::getenv("MSA_GPU_INDEX_BATCH"); forced != nullptr && *forced != '\0') {
-    const std::string name = forced;
-    if (name != "batched" && name != "per-sequence") {
-      return InvalidArgument("MSA_GPU_INDEX_BATCH is \"" + name + "\": expected batched or per-sequence (or unset)");
-    }
-    *allow_batched = name == "batched";
-  }
+  std::string forced;
+  MSA_RETURN_IF_ERROR(ForcedChoice("MSA_GPU_INDEX_BATCH", {"batched", "per-sequence"}, &forced));
+  if (forced == "per-sequence") *allow_batched = false;
   return Status::Ok();
 }
 
@@ -516,21 +526,18 @@ enum class AttendKernel { kExact, kKvOuter, kKvOuterWgmma, kQOuter, kPart1 };
 Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKernel* kernel) {
   const bool kv_outer_fits = KvOuterAttendFits(g) && PlanKvOuter(g, num_blocks, kChunkBudgetBytes).ok;
   const bool q_outer_fits = QOuterAttendFits(g);
-  if (const char* forced = std::getenv("MSA_GPU_ATTEND_KERNEL"); forced != nullptr && *forced != '\0') {
-    const std::string name = forced;
-    if (name != "kv-outer" && name != "kv-outer-wgmma" && name != "q-outer" && name != "part1") {
-      return InvalidArgument("MSA_GPU_ATTEND_KERNEL is \"" + name +
-                             "\": expected kv-outer, kv-outer-wgmma, q-outer or part1 (or unset)");
-    }
-    const bool fits = name == "part1" || (name == "q-outer" && q_outer_fits) || (name == "kv-outer" && kv_outer_fits) ||
-                      (name == "kv-outer-wgmma" && kv_outer_fits && KvOuterWgmmaFits(g));
-    if (fits) {
-      *kernel = name == "kv-outer"         ? AttendKernel::kKvOuter
-                : name == "kv-outer-wgmma" ? AttendKernel::kKvOuterWgmma
-                : name == "q-outer"        ? AttendKernel::kQOuter
+  std::string forced;
+  MSA_RETURN_IF_ERROR(
+      ForcedChoice("MSA_GPU_ATTEND_KERNEL", {"kv-outer", "kv-outer-wgmma", "q-outer", "part1"}, &forced));
+  const bool forced_fits = forced == "part1" || (forced == "q-outer" && q_outer_fits) ||
+                           (forced == "kv-outer" && kv_outer_fits) ||
+                           (forced == "kv-outer-wgmma" && kv_outer_fits && KvOuterWgmmaFits(g));
+  if (forced_fits) {
+    *kernel = forced == "kv-outer"         ? AttendKernel::kKvOuter
+              : forced == "kv-outer-wgmma" ? AttendKernel::kKvOuterWgmma
+              : forced == "q-outer"        ? AttendKernel::kQOuter
                                            : AttendKernel::kPart1;
-      return Status::Ok();
-    }
+    return Status::Ok();
   }
   const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(num_blocks, 1));
   constexpr int64_t kFewQueryCtas = 512;  // ~4 CTAs per SM of an H100 / H200
@@ -549,13 +556,9 @@ Status ChooseAttendKernel(const AttendGeometry& g, int64_t num_blocks, AttendKer
 // general lists, and any other value is refused.
 Status ChooseKvLists(bool one_query_per_sequence, bool* direct) {
   *direct = one_query_per_sequence;
-  if (const char* forced = std::getenv("MSA_GPU_KV_LISTS"); forced != nullptr && *forced != '\0') {
-    const std::string name = forced;
-    if (name != "direct" && name != "general") {
-      return InvalidArgument("MSA_GPU_KV_LISTS is \"" + name + "\": expected direct or general (or unset)");
-    }
-    *direct = name == "direct" && one_query_per_sequence;
-  }
+  std::string forced;
+  MSA_RETURN_IF_ERROR(ForcedChoice("MSA_GPU_KV_LISTS", {"direct", "general"}, &forced));
+  if (forced == "general") *direct = false;
   return Status::Ok();
 }
 

@@ -226,6 +226,15 @@ std::pair<float, float> MaxDiffs(const double* out_a, const double* out_b, int64
   return {diffs[0], diffs[1]};
 }
 
+// Row `row` of a device selection [rows, kTopK] as text, " id id ...", for a mismatch report.
+std::string SelectionRowText(const int32_t* selection, int64_t row) {
+  int32_t ids[kTopK];
+  BENCH_CHECK(cudaMemcpy(ids, selection + row * kTopK, sizeof ids, cudaMemcpyDeviceToHost));
+  std::string text;
+  for (const int32_t id : ids) text += " " + std::to_string(id);
+  return text;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
@@ -252,6 +261,31 @@ class PhaseTimer {
   cudaEvent_t start_, stop_;
   double sum_ms_ = 0;
 };
+
+// The work `enqueue(stream)` puts on `stream`, captured once as a CUDA graph and replayed reps + 1 times (the first
+// untimed), `prepare()` (poisoning outputs) and a device synchronization before each replay: the median replay time.
+template <class Enqueue, class Prepare>
+double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue(stream);
+  BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<double> graph_ms;
+  for (int rep = -1; rep < reps; ++rep) {
+    prepare();
+    BENCH_CHECK(cudaDeviceSynchronize());
+    timer.Begin(stream);
+    BENCH_CHECK(cudaGraphLaunch(exec, stream));
+    timer.End(stream);
+    const double ms = timer.TakeMs();
+    if (rep >= 0) graph_ms.push_back(ms);
+  }
+  BENCH_CHECK(cudaGraphExecDestroy(exec));
+  BENCH_CHECK(cudaGraphDestroy(graph));
+  return Median(graph_ms);
+}
 
 // The main-branch kernel a run times.
 enum class Main { kKvOuter, kQOuter, kKvOuterWgmma };
@@ -586,14 +620,7 @@ Result Run(Shape shape, int reps) {
     result.topk_diffs = int64_t(host_check[0]);
     if (host_check[0] > 0) {
       const int64_t row = int64_t(host_check[1]) / kTopK;  // [Hidx, total_q] row
-      int32_t got[kTopK], want[kTopK];
-      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
-      BENCH_CHECK(cudaMemcpy(want, topk_ref + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
-      std::string got_text, want_text;
-      for (int i = 0; i < kTopK; ++i) {
-        got_text += " " + std::to_string(got[i]);
-        want_text += " " + std::to_string(want[i]);
-      }
+      const std::string got_text = SelectionRowText(topk, row), want_text = SelectionRowText(topk_ref, row);
       std::fprintf(stderr,
                    "gpu_bench: topk MISMATCH: %llu entries; first in group %lld, query %lld (position %lld):\n"
                    "  fast:%s\n  warp:%s\n",
@@ -606,51 +633,21 @@ Result Run(Shape shape, int reps) {
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
   if (shape.kv_outer()) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    main_branch(stream);
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    std::vector<double> graph_ms;
-    for (int rep = -1; rep < reps; ++rep) {
-      poison_outputs();
-      BENCH_CHECK(cudaDeviceSynchronize());
-      main_timer.Begin(stream);
-      BENCH_CHECK(cudaGraphLaunch(exec, stream));
-      main_timer.End(stream);
-      const double ms = main_timer.TakeMs();
-      if (rep >= 0) graph_ms.push_back(ms);
-    }
-    result.main_graph_ms = Median(graph_ms);
-    BENCH_CHECK(cudaGraphExecDestroy(exec));
-    BENCH_CHECK(cudaGraphDestroy(graph));
+    result.main_graph_ms = GraphReplayMs(stream, reps, main_timer, main_branch, poison_outputs);
   }
   if (shape.kv_outer() && shape.decode) {  // the whole decode step as one graph: index, top-k, main branch
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    for (const ChunkGeometry& g : launches) {
-      block_max(g, bs, flags, stream);
-      rank(g, bs, topk, stream);
-    }
-    main_branch(stream);
-    BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
-    BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    std::vector<double> graph_ms;
-    for (int rep = -1; rep < reps; ++rep) {  // the selection and outputs poisoned before each replay
+    const auto step = [&](cudaStream_t on) {
+      for (const ChunkGeometry& g : launches) {
+        block_max(g, bs, flags, on);
+        rank(g, bs, topk, on);
+      }
+      main_branch(on);
+    };
+    const auto poison_selection_and_outputs = [&] {
       BENCH_CHECK(cudaMemset(topk, 0x7f, size_t(kHkv * total_q * kTopK) * 4));
       poison_outputs();
-      BENCH_CHECK(cudaDeviceSynchronize());
-      main_timer.Begin(stream);
-      BENCH_CHECK(cudaGraphLaunch(exec, stream));
-      main_timer.End(stream);
-      const double ms = main_timer.TakeMs();
-      if (rep >= 0) graph_ms.push_back(ms);
-    }
-    result.step_graph_ms = Median(graph_ms);
-    BENCH_CHECK(cudaGraphExecDestroy(exec));
-    BENCH_CHECK(cudaGraphDestroy(graph));
+    };
+    result.step_graph_ms = GraphReplayMs(stream, reps, main_timer, step, poison_selection_and_outputs);
   }
   size_t free_bytes = 0, total_bytes = 0;
   BENCH_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
@@ -798,14 +795,7 @@ Result Run(Shape shape, int reps) {
     }
     if (host_check[4] > 0) {  // the first differing selection row: [Hidx, total_q] rows
       const int64_t row = int64_t(host_check[5]) / kTopK;
-      int32_t got[kTopK], want[kTopK];
-      BENCH_CHECK(cudaMemcpy(got, topk + row * kTopK, sizeof got, cudaMemcpyDeviceToHost));
-      BENCH_CHECK(cudaMemcpy(want, topk_seq + row * kTopK, sizeof want, cudaMemcpyDeviceToHost));
-      std::string got_text, want_text;
-      for (int i = 0; i < kTopK; ++i) {
-        got_text += " " + std::to_string(got[i]);
-        want_text += " " + std::to_string(want[i]);
-      }
+      const std::string got_text = SelectionRowText(topk, row), want_text = SelectionRowText(topk_seq, row);
       std::fprintf(stderr,
                    "gpu_bench: batch MISMATCH in the selection: %llu entries; first in group %lld, query %lld:\n"
                    "  batched:     %s\n  per-sequence:%s\n",

@@ -141,7 +141,7 @@ struct BlockMaxGrid {
 BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
-// The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu, sm_90a only):
+// The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu on block_max_wgmma.cuh, sm_90a only):
 // 128-row CTAs of two warpgroups, the query rows in registers, 128-key tiles of index_k through a 4-stage cp.async
 // ring, wgmma m64n128k16 (A from registers) with the reduction of one tile overlapping the next tile's wgmma. The
 // same contract as BlockMaxScores (entries written, bad-row detection, batched chunks) and the same bits. Needs

@@ -1,0 +1,350 @@
+// The index branch's block maxima on Hopper warpgroup MMA (sm_90a), shared by BlockMaxWgmmaKernel (bf16 / fp16,
+// gpu/block_max_wgmma.cu) and BlockMaxFp8Kernel (e4m3, gpu/block_max_fp8.cu): one CTA's work (BlockMaxCta: the
+// grid and row setup, the cp.async ring of key tiles, the query rows in registers, two accumulator sets with the
+// reduction of tile i overlapping the wgmma of tile i + 1, the block epilogue, the bad-row report) and the launcher
+// (LaunchBlockMax). gpu/block_max_wgmma.cu describes the structure and the pipeline; the two kernels differ only in
+// their operand policy `Ops`:
+//   Element        the stored index element: uint16_t (bf16 / fp16) or uint8_t (e4m3)
+//   kStepK         elements of one wgmma k-step (16 or 32: 32 bytes either way)
+//   kQStride       elements per query row in shared memory (the padded row of kDiPad elements plus 16 bytes, so
+//                  that ldmatrix is conflict-free)
+//   kBatchedChunks whether the kernel takes batched chunks (EnterSequence; grid.z = the sequences)
+//   Mma(acc, a, b) acc += A B for one k-step: A = a k-step's fragment from registers, B = its key-tile descriptor
+//   Fold           the reduction flavor: per-row running maxima `best[2]` (the thread's two accumulator rows) and
+//                  whatever the bad-row test needs besides the written block maxima; Start(h) resets row h,
+//                  FoldHalf<kHalf, kMasked>(acc, lim, tig) folds half kHalf of a tile (keys past lim[h] skipped
+//                  with kMasked; ForEachScoreOfHalf visits the scores), Max(a, b) combines two lanes' maxima,
+//                  NonFiniteSeen(h, scale) is the row's extra bad test at the end.
+// Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
+// 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
+#ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
+#define MSA_GPU_BLOCK_MAX_WGMMA_CUH_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "gpu/chunk.cuh"
+#include "gpu/kernels.h"
+#include "gpu/mma.cuh"
+#include "gpu/wgmma.cuh"
+
+namespace msa::gpu::block_max {
+
+constexpr int kDiPad = 128;         // index dims are zero-padded to this
+constexpr int kTileKeys = 128;      // keys per pipeline stage: the wgmma N
+constexpr int kHalfKeys = 64;       // block_size granularity (block_size % 64 == 0 in both kernels' Fits)
+constexpr int kStages = 4;
+constexpr uint32_t kRowBytes = 128;                         // one swizzled row of a key-tile column block
+constexpr uint32_t kColBlockBytes = kTileKeys * kRowBytes;  // one column block of a key tile: 16 KiB
+constexpr uint32_t kAtomBytes = 8 * kRowBytes;              // 128-byte swizzle atom: 8 rows (the descriptors' SBO)
+constexpr int kChunkBytes = 16;                             // one cp.async / one ldmatrix row
+
+static_assert(kTileKeys == 2 * kHalfKeys, "a tile is two 64-key halves");
+
+// The layout that follows from an operand policy.
+template <class Ops>
+struct Layout {
+  using Element = typename Ops::Element;
+  static constexpr int kChunkElems = kChunkBytes / int(sizeof(Element));  // elements per 16-byte chunk: 8 | 16
+  static constexpr int kPaddedChunks = kDiPad / kChunkElems;  // chunks of a padded index vector: 16 | 8
+  static constexpr int kColBlocks = kPaddedChunks / 8;        // 128-byte column blocks of a key: 2 | 1
+  static constexpr uint32_t kStageBytes = kColBlocks * kColBlockBytes;  // one key tile: 32 | 16 KiB
+  static constexpr int kKSteps = kDiPad / Ops::kStepK;                  // wgmma k-steps over the padded dims
+  static constexpr uint32_t kStepBytes = Ops::kStepK * sizeof(Element);  // along a swizzled row: 32
+  static constexpr int kStepsPerColBlock = int(kRowBytes / kStepBytes);
+  static_assert(kStepBytes == 32 && kColBlocks * 8 == kPaddedChunks, "a k-step is 32 bytes of a 128-byte row");
+  static_assert(Ops::kQStride * sizeof(Element) % kChunkBytes == 0 && Ops::kQStride >= kDiPad,
+                "query rows hold a padded vector and start on 16-byte boundaries");
+};
+
+// Dynamic shared memory of a CTA of `wgs` warpgroups.
+template <class Ops>
+constexpr size_t SmemBytes(int wgs) {
+  return 1024 /* alignment slack */ + size_t(kStages) * Layout<Ops>::kStageBytes +
+         size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element);
+}
+
+#if defined(MSA_WGMMA_ENABLED)
+// For the folds: min / max with NaN propagation (PTX min.NaN / max.NaN, sm_80+): a NaN argument gives NaN.
+__device__ inline float MinNaN(float a, float b) {
+  float d;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+__device__ inline float MaxNaN(float a, float b) {
+  float d;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
+  return d;
+}
+
+// For the folds: visit(h, j, s, visible) for each of this thread's 32 scores of half kHalf of a tile (accumulator
+// chunks 8 kHalf + j, j < 8: row h = the thread's row 16v + lane/4 + 8h, key 8j + 2 tig (+1) of the half); with
+// kMasked, visible = the key is <= lim[h] (the row's position minus the half's first key), else always true.
+template <int kHalf, bool kMasked, class Visit>
+__device__ __forceinline__ void ForEachScoreOfHalf(const float (&acc)[64], const int (&lim)[2], int tig,
+                                                   Visit&& visit) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      visit(h, j, acc[4 * (8 * kHalf + j) + e], !kMasked || j * 8 + tig * 2 + (e & 1) <= lim[h]);
+    }
+  }
+}
+#endif  // MSA_WGMMA_ENABLED
+
+// Per-thread state of the reduction: this thread's two accumulator rows 16v + lane/4 (+8) of the CTA.
+template <class Fold>
+struct RowState {
+  int pos[2];    // key position of the row's query, -1 past the chunk
+  int local[2];  // pos / bk: the last block the row sees
+  int row[2];    // chunk row
+  Fold fold;     // the running maxima (and the flavor's bad-row state)
+  bool bad[2];   // a written block max scaled to a non-finite value
+};
+
+// One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
+// rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles).
+template <class Ops, int kWgs>
+__device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q, const typename Ops::Element* index_k,
+                                            ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs,
+                                            unsigned long long* bad_row) {
+#if defined(MSA_WGMMA_ENABLED)
+  using Element = typename Ops::Element;
+  using L = Layout<Ops>;
+  constexpr int kQStride = Ops::kQStride;
+  constexpr int kThreads = kWgs * 128;
+  constexpr int kCtaRows = kWgs * 64;
+  constexpr int kKeysPerPass = kThreads / L::kPaddedChunks;  // key rows one pass of a tile load covers
+  extern __shared__ __align__(16) unsigned char block_max_smem[];  // 1024-byte alignment made below
+  const uint32_t raw = wgmma::SharedAddress(block_max_smem);
+  const uint32_t pad = (1024u - raw % 1024u) % 1024u;
+  const uint32_t k_smem = raw + pad;  // [kStages][kColBlocks][128 keys][128 B], swizzled
+  // [kCtaRows][kQStride] elements, after the stages
+  Element* qs = reinterpret_cast<Element*>(block_max_smem + pad + kStages * L::kStageBytes);
+
+  // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
+  // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes
+  // the wgmmas that stay in flight across the loop's back edge (C7518).
+  if constexpr (Ops::kBatchedChunks) bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
+  const int hidx = g.hidx, bk = g.bk;
+  const int rows = int(g.nq) * hidx;
+  const int tiles_x = (rows + kCtaRows - 1) / kCtaRows;
+  if constexpr (Ops::kBatchedChunks) {
+    if (int(blockIdx.x) >= tiles_x) return;  // past a shorter sequence's rows; uniform
+  }
+  const int row0 = (tiles_x - 1 - int(blockIdx.x)) * kCtaRows;  // the longest rows (latest queries) first
+  const int row_last = (row0 + kCtaRows < rows ? row0 + kCtaRows : rows) - 1;
+  const int pos0 = int(g.pos0);
+  const int max_pos = pos0 + row_last / hidx;
+  const int blk_begin = int(blockIdx.y) * int(blocks_per_cta);
+  int blk_end = blk_begin + int(blocks_per_cta);
+  if (blk_end > max_pos / bk + 1) blk_end = max_pos / bk + 1;
+  if (blk_begin >= blk_end) return;  // uniform over the CTA, before any barrier
+  const int key_first = blk_begin * bk;
+  int key_end = blk_end * bk;
+  if (key_end > max_pos + 1) key_end = max_pos + 1;
+  const int num_tiles = (key_end - key_first + kTileKeys - 1) / kTileKeys;
+  const int chunks_per_row = g.di / L::kChunkElems;  // 16-byte pieces of one index vector
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
+
+  // Query rows -> padded shared tile (zero beyond di and past the chunk): commit group "Q".
+  for (int e = tid; e < kCtaRows * L::kPaddedChunks; e += kThreads) {
+    const int rr = e / L::kPaddedChunks, piece = e % L::kPaddedChunks;
+    const int row = row0 + rr;
+    const bool valid = row < rows && piece < chunks_per_row;
+    wgmma::CopyAsync16(wgmma::SharedAddress(qs + rr * kQStride + piece * L::kChunkElems),
+                       index_q + (g.t0 * hidx + (valid ? row : 0)) * g.di + (valid ? piece * L::kChunkElems : 0),
+                       valid);
+  }
+  wgmma::CopyAsyncCommit();
+
+  // Key tile `tile` -> stage tile % kStages, swizzled; keys past key_end and dims past di zero-filled. Thread tid
+  // copies chunk tid % kPaddedChunks of keys tid / kPaddedChunks + kKeysPerPass * j (chunk c in column block
+  // c / 8), so its swizzle row (key % 8) is fixed.
+  const int load_chunk = tid % L::kPaddedChunks, load_key = tid / L::kPaddedChunks;
+  const uint32_t load_dst0 =
+      (load_chunk / 8) * kColBlockBytes + wgmma::SwizzledOffset(uint32_t(load_key), uint32_t(load_chunk % 8));
+  const bool load_dims = load_chunk < chunks_per_row;
+  const auto load_tile = [&](int tile) {
+    const uint32_t dst = k_smem + uint32_t(tile % kStages) * L::kStageBytes + load_dst0;
+    const int key0 = key_first + tile * kTileKeys + load_key;
+#pragma unroll
+    for (int j = 0; j < kTileKeys / kKeysPerPass; ++j) {
+      const int key = key0 + j * kKeysPerPass;
+      const bool valid = load_dims && key < key_end;
+      const Element* src = index_k + (valid ? (g.key_begin + key) * g.di + load_chunk * L::kChunkElems : 0);
+      wgmma::CopyAsync16(dst + uint32_t(j * kKeysPerPass) * kRowBytes, src, valid);
+    }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < num_tiles) load_tile(s);
+    wgmma::CopyAsyncCommit();
+  }
+
+  // This thread's rows, and the first position of its warp's rows (halves before it need no causal mask).
+  RowState<typename Ops::Fold> st;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.row[h] = row0 + warp * 16 + gid + 8 * h;
+    st.pos[h] = st.row[h] < rows ? pos0 + st.row[h] / hidx : -1;
+    st.local[h] = st.pos[h] >= 0 ? st.pos[h] / bk : -1;
+    st.fold.Start(h);
+    st.bad[h] = false;
+  }
+  const int warp_first_row = row0 + warp * 16 < rows ? row0 + warp * 16 : rows - 1;
+  const int warp_min_pos = pos0 + warp_first_row / hidx;
+
+  wgmma::CopyAsyncWait<kStages - 1>();  // the query group
+  __syncthreads();
+  uint32_t a[L::kKSteps][4];  // A fragments of the warp's 16 rows (the wgmma register-A layout = mma.sync's)
+#pragma unroll
+  for (int k = 0; k < L::kKSteps; ++k) {
+    mma::LoadMatrixX4(a[k], qs + (warp * 16 + lane % 16) * kQStride + k * Ops::kStepK + (lane / 16) * L::kChunkElems);
+  }
+
+  // S(tile) into `acc`: k-step kk covers dims kStepK kk .. kStepK (kk + 1) - 1: column block kk / 4, 32 bytes per
+  // step inside it.
+  const auto issue = [&](float (&acc)[64], int tile) {
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
+    const uint64_t desc = wgmma::MakeDescriptor(k_smem + uint32_t(tile % kStages) * L::kStageBytes, 16, kAtomBytes);
+    wgmma::Fence();
+#pragma unroll
+    for (int kk = 0; kk < L::kKSteps; ++kk) {
+      Ops::Mma(acc, a[kk],
+               wgmma::AdvanceDescriptor(desc, (kk / L::kStepsPerColBlock) * kColBlockBytes +
+                                                  (kk % L::kStepsPerColBlock) * L::kStepBytes));
+    }
+    wgmma::CommitGroup();
+  };
+
+  // The current block of the reduction and its end key.
+  int blk = blk_begin, blk_end_key = (blk_begin + 1) * bk;
+  const auto finish_block = [&] {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float v = st.fold.best[h];
+      v = Ops::Fold::Max(v, __shfl_xor_sync(mma::kFullMask, v, 1));
+      v = Ops::Fold::Max(v, __shfl_xor_sync(mma::kFullMask, v, 2));
+      if (tig == 0 && st.pos[h] >= 0 && blk <= st.local[h]) {
+        const float value = v * scale;
+        bs[int64_t(st.row[h]) * g.max_blocks + blk] = value;
+        if (!isfinite(value)) st.bad[h] = true;
+      }
+      st.fold.best[h] = -INFINITY;
+    }
+    ++blk;
+    blk_end_key += bk;
+  };
+  const auto reduce = [&](const float (&acc)[64], int tile) {
+    const int key0 = key_first + tile * kTileKeys;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int kh = key0 + half * kHalfKeys;
+      if (kh >= key_end) break;  // uniform: past the CTA's key range (zero-filled keys)
+      if (kh + kHalfKeys - 1 <= warp_min_pos) {
+        const int lim[2] = {kHalfKeys, kHalfKeys};
+        if (half == 0) st.fold.template FoldHalf<0, false>(acc, lim, tig);
+        else st.fold.template FoldHalf<1, false>(acc, lim, tig);
+      } else {
+        int lim[2];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int d = st.pos[h] - kh;  // pos >= -1 and kh >= 0: no overflow
+          lim[h] = d < -1 ? -1 : (d > kHalfKeys ? kHalfKeys : d);
+        }
+        if (half == 0) st.fold.template FoldHalf<0, true>(acc, lim, tig);
+        else st.fold.template FoldHalf<1, true>(acc, lim, tig);
+      }
+      if (kh + kHalfKeys >= blk_end_key || kh + kHalfKeys >= key_end) finish_block();
+    }
+  };
+  // Before S(tile + 1) is issued: its keys have landed and are published, and tile + 3 is loaded into the stage
+  // of tile - 1 (every warpgroup is past tile - 1's wgmma: it waited for it before this barrier).
+  const auto advance = [&](int tile) {
+    wgmma::CopyAsyncWait<kStages - 3>();  // tile + 1 has landed (tiles up to tile + kStages - 2 were committed)
+    wgmma::FenceProxyAsyncShared();
+    __syncthreads();
+    if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
+    wgmma::CopyAsyncCommit();
+  };
+
+  float acc0[64], acc1[64];
+  wgmma::CopyAsyncWait<kStages - 2>();  // tile 0
+  wgmma::FenceProxyAsyncShared();
+  __syncthreads();
+  issue(acc0, 0);
+  // Two tiles per trip so that each accumulator set keeps its registers, and no wgmma issue or wait under a
+  // condition inside the loop: ptxas serializes the wgmmas (C7514) when an accumulator set in flight meets a
+  // phi of a conditional path. S(tile) is in flight in acc0 at the top of each trip.
+  int tile = 0;
+  for (; tile + 2 < num_tiles; tile += 2) {
+    advance(tile);
+    issue(acc1, tile + 1);
+    wgmma::WaitGroup<1>();
+    wgmma::FenceOperands(acc0);
+    reduce(acc0, tile);
+    advance(tile + 1);
+    issue(acc0, tile + 2);
+    wgmma::WaitGroup<1>();
+    wgmma::FenceOperands(acc1);
+    reduce(acc1, tile + 1);
+  }
+  if (tile + 1 < num_tiles) {  // the last two tiles
+    advance(tile);
+    issue(acc1, tile + 1);
+    wgmma::WaitGroup<1>();
+    wgmma::FenceOperands(acc0);
+    reduce(acc0, tile);
+    wgmma::WaitGroup<0>();
+    wgmma::FenceOperands(acc1);
+    reduce(acc1, tile + 1);
+  } else {  // the last tile
+    wgmma::WaitGroup<0>();
+    wgmma::FenceOperands(acc0);
+    reduce(acc0, tile);
+  }
+  wgmma::CopyAsyncWait<0>();
+
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    if (st.pos[h] >= 0 && (st.bad[h] || st.fold.NonFiniteSeen(h, scale))) {
+      atomicMin(bad_row, static_cast<unsigned long long>((g.t0 + st.row[h] / hidx) * hidx + st.row[h] % hidx));
+    }
+  }
+#elif defined(__CUDA_ARCH__)
+  (void)index_q, (void)index_k, (void)g, (void)scale, (void)blocks_per_cta, (void)bs, (void)bad_row;
+  __trap();  // built for another target: the launchers run these kernels on sm_90 devices only
+#endif
+}
+
+// The kernels' signature: (index_q, index_k, g, scale, blocks_per_cta, bs, bad_row).
+template <class Element>
+using BlockMaxKernel = void (*)(const Element*, const Element*, ChunkGeometry, float, int64_t, float*,
+                                unsigned long long*);
+
+// Launches the one-warpgroup kernel for chunks of <= 64 rows, the two-warpgroup one otherwise, on the grid of
+// PlanBlockMaxGrid. A batched chunk to a kernel that takes none: cudaErrorNotSupported, nothing enqueued.
+template <class Ops>
+cudaError_t LaunchBlockMax(BlockMaxKernel<typename Ops::Element> one_warpgroup,
+                           BlockMaxKernel<typename Ops::Element> two_warpgroups, const typename Ops::Element* index_q,
+                           const typename Ops::Element* index_k, const ChunkGeometry& g, float scale, float* bs,
+                           unsigned long long* bad_row, cudaStream_t stream) {
+  if (g.sequences != nullptr && !Ops::kBatchedChunks) return cudaErrorNotSupported;
+  const int wgs = g.nq * g.hidx <= 64 ? 1 : 2;
+  const BlockMaxKernel<typename Ops::Element> kernel = wgs == 1 ? one_warpgroup : two_warpgroups;
+  const size_t smem = SmemBytes<Ops>(wgs);
+  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64);
+  kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
+  return cudaGetLastError();
+}
+
+}  // namespace msa::gpu::block_max
+
+#endif  // MSA_GPU_BLOCK_MAX_WGMMA_CUH_
