@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "msa/tensor.h"
+
 namespace msa {
 
 std::string_view PoolingName(Pooling pooling) {
@@ -63,6 +65,18 @@ bool ParseIndexFormat(std::string_view name, IndexFormat* format) {
   return false;
 }
 
+std::string_view ScoreFormatName(ScoreFormat format) { return format == ScoreFormat::kFp16 ? "fp16" : "native"; }
+
+bool ParseScoreFormat(std::string_view name, ScoreFormat* format) {
+  for (ScoreFormat f : {ScoreFormat::kNative, ScoreFormat::kFp16}) {
+    if (ScoreFormatName(f) == name) {
+      *format = f;
+      return true;
+    }
+  }
+  return false;
+}
+
 double RoundToE4M3(double x) {
   const double magnitude = std::fabs(x);
   if (magnitude == 0) return x;
@@ -76,6 +90,8 @@ double RoundToE4M3(double x) {
   if (fraction > 0.5 || (fraction == 0.5 && std::fmod(whole, 2.0) != 0)) whole += 1;
   return std::copysign(std::ldexp(whole, step_exponent), x);
 }
+
+double RoundToBinary16(double x) { return F16ToDouble(DoubleToF16(x)); }
 
 // 1 / sqrt(n): sqrt and division are correctly rounded IEEE operations, so this is the same everywhere.
 static double InverseSqrt(int n) { return 1.0 / std::sqrt(double(n)); }
@@ -125,11 +141,18 @@ Status ValidateConfig(const Config& config) {
   if (config.init_blocks < 0) {
     return InvalidArgument("init_blocks = " + std::to_string(config.init_blocks) + ": must be at least 0");
   }
-  const int64_t forced = int64_t{config.init_blocks} + 1;  // init blocks + the local block; no int overflow
+  MSA_RETURN_IF_ERROR(RequirePositive("local_blocks", config.local_blocks));
+  const int64_t forced = int64_t{config.init_blocks} + config.local_blocks;  // no int overflow
   if (config.top_k < forced) {
-    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at least init_blocks + 1 = " +
-                           std::to_string(forced) + " (the forced blocks: " + std::to_string(config.init_blocks) +
-                           " init blocks and the local block)");
+    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at least init_blocks + " +
+                           "local_blocks = " + std::to_string(forced) + " (the forced blocks: " +
+                           std::to_string(config.init_blocks) + " init blocks and " +
+                           (config.local_blocks == 1 ? std::string("the local block")
+                                                     : std::to_string(config.local_blocks) + " local blocks") + ")");
+  }
+  if (config.score_format == ScoreFormat::kFp16 && config.pooling != Pooling::kMax) {
+    return InvalidArgument("score_format = fp16 with pooling = " + std::string(PoolingName(config.pooling)) +
+                           ": fp16 block scores are defined for max pooling only");
   }
   MSA_RETURN_IF_ERROR(RequireFiniteScale("softmax_scale", config.softmax_scale));
   MSA_RETURN_IF_ERROR(RequireFiniteScale("index_scale", config.index_scale));
@@ -147,6 +170,8 @@ std::string ConfigToJson(const Config& config) {
   // exact is the default: files of exact-mode problems keep the contract's keys only.
   if (config.precision != Precision::kExact) json["precision"] = PrecisionName(config.precision);
   if (config.index_format != IndexFormat::kNative) json["index_format"] = IndexFormatName(config.index_format);
+  if (config.score_format != ScoreFormat::kNative) json["score_format"] = ScoreFormatName(config.score_format);
+  if (config.local_blocks != 1) json["local_blocks"] = config.local_blocks;
   return json.dump();
 }
 
@@ -155,11 +180,15 @@ std::string DescribeConfig(const Config& config) {
          " D=" + std::to_string(config.head_dim) + " Dv=" + std::to_string(config.value_dim) +
          " Di=" + std::to_string(config.index_head_dim) + " Bk=" + std::to_string(config.block_size) +
          " top_k=" + std::to_string(config.top_k) + " init_blocks=" + std::to_string(config.init_blocks) +
+         (config.local_blocks == 1 ? "" : " local_blocks=" + std::to_string(config.local_blocks)) +
          " pooling=" + std::string(PoolingName(config.pooling)) +
          " precision=" + std::string(PrecisionName(config.precision)) +
          (config.index_format == IndexFormat::kNative
               ? ""
-              : " index_format=" + std::string(IndexFormatName(config.index_format)));
+              : " index_format=" + std::string(IndexFormatName(config.index_format))) +
+         (config.score_format == ScoreFormat::kNative
+              ? ""
+              : " score_format=" + std::string(ScoreFormatName(config.score_format)));
 }
 
 }  // namespace msa

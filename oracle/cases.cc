@@ -35,7 +35,8 @@ std::string CaseName(const std::string& kind, const ProblemSpec& spec) {
   const Config& c = spec.config;
   return kind + "_b" + std::to_string(spec.lengths.size()) + "_hq" + std::to_string(c.num_q_heads) + "_hkv" +
          std::to_string(c.num_kv_heads) + "_d" + std::to_string(c.head_dim) + "_bs" + std::to_string(c.block_size) +
-         "_k" + std::to_string(c.top_k) + "_i" + std::to_string(c.init_blocks) + "_" +
+         "_k" + std::to_string(c.top_k) + "_i" + std::to_string(c.init_blocks) +
+         (c.local_blocks == 1 ? "" : "_l" + std::to_string(c.local_blocks)) + "_" +
          std::string(PoolingName(c.pooling)) + "_" + Lower(DTypeName(spec.dtype));
 }
 
@@ -62,6 +63,17 @@ std::vector<TestCase> CanonicalCases() {
   add("ragged", MakeSpec(6, 3, 24, 8, 4, 1, kLse, {{0, 0}, {0, 30}, {45, 70}, {9, 9}}, DType::kF64, 6));
   // Init ("sink") blocks forced in.
   add("init", MakeSpec(4, 2, 16, 8, 5, 2, kMax, {{80, 80}}, DType::kF32, 7));
+  // Several forced local blocks (local_blocks 3) with an init block, over sequences short enough that the
+  // forced sets overlap (k_len 5 and 17: one and three blocks) and a chunk past many blocks.
+  {
+    ProblemSpec spec = MakeSpec(4, 2, 16, 8, 6, 1, kMax, {{5, 5}, {17, 17}, {24, 90}}, DType::kF32, 13);
+    spec.config.local_blocks = 3;
+    add("local", spec);
+    spec.config.pooling = kLse;
+    spec.config.local_blocks = 2;
+    spec.seed = 14;
+    add("local", spec);
+  }
   // Ties: index inputs in {-1, 0, 1}, so many block scores are exactly equal (lowest id wins).
   {
     ProblemSpec spec = MakeSpec(4, 2, 8, 4, 4, 0, kMax, {{60, 60}}, DType::kF64, 8);
@@ -90,6 +102,17 @@ std::vector<TestCase> CanonicalCases() {
     ProblemSpec spec = MakeSpec(64, 4, 128, 128, 16, 0, kMax, {{300, 300}, {1, 5000}, {16, 1100}}, DType::kBF16, 12);
     spec.config.index_format = IndexFormat::kE4M3;
     add("m3_e4m3", spec);
+  }
+  // fp16 block scores (score_format fp16, the official use_fp16_score) at M3 dims: a prefill past two blocks
+  // and a multi-token decode. Few-valued index inputs make exactly tied fp16 scores (id order decides).
+  {
+    ProblemSpec spec = MakeSpec(16, 4, 128, 128, 16, 0, kMax, {{260, 260}, {4, 3000}}, DType::kBF16, 15);
+    spec.config.score_format = ScoreFormat::kFp16;
+    add("m3_fp16_scores", spec);
+    spec = MakeSpec(4, 2, 16, 8, 4, 1, kMax, {{70, 70}}, DType::kF16, 16);
+    spec.config.score_format = ScoreFormat::kFp16;
+    spec.few_valued_index = true;
+    add("fp16_scores_ties", spec);
   }
   return cases;
 }

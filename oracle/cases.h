@@ -26,12 +26,14 @@ inline void PrintTo(const TestCase& test_case, std::ostream* os) { *os << test_c
 ProblemSpec MakeSpec(int hq, int hkv, int dim, int block_size, int top_k, int init_blocks, Pooling pooling,
                      std::vector<std::pair<int32_t, int32_t>> lengths, DType dtype, uint64_t seed);
 
-// "<kind>_b<B>_hq<Hq>_hkv<Hkv>_d<D>_bs<Bk>_k<top_k>_i<init>_<pooling>_<dtype>"
+// "<kind>_b<B>_hq<Hq>_hkv<Hkv>_d<D>_bs<Bk>_k<top_k>_i<init>[_l<local_blocks>]_<pooling>_<dtype>", the local_blocks
+// part only when it is not 1.
 std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
 // Small cases (each well under a second on the reference): prefill at the boundary lengths, chunked
 // prefill, decode with q_len 1..16, ragged batches, ties, large logits, init blocks, every pooling mode,
-// every input dtype, an M3-shaped decode, and the fp8 index mode (index_format e4m3) at M3 dims.
+// every input dtype, an M3-shaped decode, the fp8 index mode (index_format e4m3) at M3 dims, several forced
+// local blocks (local_blocks 2, 3) and fp16 block scores (score_format fp16).
 std::vector<TestCase> CanonicalCases();
 
 // Larger cases (seconds each on the reference) that the full golden suite adds to CanonicalCases: M3 dims at

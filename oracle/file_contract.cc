@@ -128,19 +128,20 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
                            ": must be a JSON object (block_size, top_k, init_blocks, pooling, ...)");
   }
   for (const auto& [key, value] : json.items()) {
-    static const char* kKnown[] = {"block_size", "top_k", "init_blocks", "pooling", "softmax_scale",
-                                   "index_scale", "precision", "index_format"};
+    static const char* kKnown[] = {"block_size",  "top_k",     "init_blocks",  "local_blocks", "pooling",
+                                   "softmax_scale", "index_scale", "precision", "index_format", "score_format"};
     const std::string& name = key;  // clang 14 cannot capture a structured binding in a lambda
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; }) ==
         std::end(kKnown)) {
       return InvalidArgument(origin + ": msa_config." + key + " = " + Brief(value) +
-                             ": not a known key (known: block_size, top_k, init_blocks, pooling, softmax_scale, "
-                             "index_scale, precision, index_format)");
+                             ": not a known key (known: block_size, top_k, init_blocks, local_blocks, pooling, "
+                             "softmax_scale, index_scale, precision, index_format, score_format)");
     }
   }
   MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "block_size", true, &config->block_size));
   MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "top_k", true, &config->top_k));
   MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "init_blocks", false, &config->init_blocks));
+  MSA_RETURN_IF_ERROR(ReadIntField(json, origin, "local_blocks", false, &config->local_blocks));
   if (!json.contains("pooling")) return InvalidArgument(origin + ": msa_config.pooling is missing");
   if (!json["pooling"].is_string() || !ParsePooling(json["pooling"].get<std::string>(), &config->pooling)) {
     return InvalidArgument(origin + ": msa_config.pooling = " + Brief(json["pooling"]) +
@@ -156,6 +157,12 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
        !ParseIndexFormat(json["index_format"].get<std::string>(), &config->index_format))) {
     return InvalidArgument(origin + ": msa_config.index_format = " + Brief(json["index_format"]) +
                            ": must be \"native\" or \"e4m3\"");
+  }
+  if (json.contains("score_format") &&
+      (!json["score_format"].is_string() ||
+       !ParseScoreFormat(json["score_format"].get<std::string>(), &config->score_format))) {
+    return InvalidArgument(origin + ": msa_config.score_format = " + Brief(json["score_format"]) +
+                           ": must be \"native\" or \"fp16\"");
   }
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "softmax_scale", &config->softmax_scale));
   MSA_RETURN_IF_ERROR(ReadScaleField(json, origin, "index_scale", &config->index_scale));

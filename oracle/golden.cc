@@ -69,7 +69,10 @@ Json ManifestEntry(const TestCase& test_case, const std::string& inputs_sha256, 
   config["block_size"] = c.block_size;
   config["top_k"] = c.top_k;
   config["init_blocks"] = c.init_blocks;
+  if (c.local_blocks != 1) config["local_blocks"] = c.local_blocks;  // v2 keys only where they differ from v1
   config["pooling"] = std::string(PoolingName(c.pooling));
+  if (c.index_format != IndexFormat::kNative) config["index_format"] = std::string(IndexFormatName(c.index_format));
+  if (c.score_format != ScoreFormat::kNative) config["score_format"] = std::string(ScoreFormatName(c.score_format));
   config["softmax_scale"] = c.SoftmaxScale();
   config["index_scale"] = c.IndexScale();
   Json lengths = Json::array();

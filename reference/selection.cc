@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "msa/forced_blocks.h"
 #include "reference/canonical.h"
 #include "reference/reference.h"
 #include "reference/row_loop.h"
@@ -35,20 +36,37 @@ void BlockMeanKey(const double* index_k, int64_t first_key, int64_t count, int64
   }
 }
 
-// logsumexp of the token scores [num_keys] of the blocks in the valid prefix of `row`, over their visible keys
-// in ascending key position (the blocks are visited in ascending id whatever their slot order).
-double SelectedLogSumExp(const Config& config, const double* token_scores, int64_t num_keys, const int32_t* row) {
+// The blocks of the valid prefix of `row` in ascending id, whatever their slot order.
+std::vector<int32_t> SelectedBlocksAscending(const Config& config, const int32_t* row) {
   std::vector<int32_t> selected;
   for (int64_t slot = 0; slot < config.top_k && row[slot] != -1; ++slot) selected.push_back(row[slot]);
   std::sort(selected.begin(), selected.end());
-  std::vector<double> gathered;
-  for (int32_t blk : selected) {
+  return selected;
+}
+
+// index_lse of one row (SPEC sections 2 and 4) from its token scores [num_keys], over the blocks of the valid
+// prefix of `row` visited in ascending id, keys ascending within each block.
+//   native: logsumexp of the token scores of the selected blocks' visible keys;
+//   fp16:   l_b = fp16(M[b]) + log(sum_s exp(x[s] - M[b])) per selected block, then logsumexp of the l_b.
+// docs:begin selected-lse
+double SelectedLogSumExp(const Config& config, const double* token_scores, int64_t num_keys, const int32_t* row) {
+  std::vector<double> gathered;  // native: the token scores; fp16: one l_b per block
+  for (int32_t blk : SelectedBlocksAscending(config, row)) {
     const int64_t first = int64_t(blk) * config.block_size;
     const int64_t count = std::min<int64_t>(config.block_size, num_keys - first);
-    gathered.insert(gathered.end(), &token_scores[first], &token_scores[first] + count);
+    const double* x = &token_scores[first];
+    if (config.score_format == ScoreFormat::kNative) {
+      gathered.insert(gathered.end(), x, x + count);
+      continue;
+    }
+    const double block_max = *std::max_element(x, x + count);
+    double sum = 0.0;
+    for (int64_t s = 0; s < count; ++s) sum += CanonicalExp(x[s] - block_max);
+    gathered.push_back(RoundToBinary16(block_max) + CanonicalLog(sum));
   }
   return CanonicalLogSumExp(gathered.data(), int64_t(gathered.size()));
 }
+// docs:end selected-lse
 
 // Token scores x[s] = dot(index_q[t, r], index_k[s]) * index_scale for s in 0..num_keys-1 of one sequence.
 // docs:begin token-scores
@@ -62,22 +80,20 @@ void TokenScores(const double* query, const double* index_k, int64_t key_begin, 
 
 // docs:begin place-selection
 void PlaceSelection(const Config& config, const double* scores, int64_t visible, int32_t* row) {
-  const int64_t local = visible - 1;
-  const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than local
+  const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
   // Ranked candidates: visible blocks that are not forced, by score descending, then id ascending.
   std::vector<int32_t> candidates;
-  for (int64_t b = init; b < local; ++b) candidates.push_back(int32_t(b));
-  const int64_t forced = init + 1;
-  const int64_t take = std::min<int64_t>(config.top_k - forced, int64_t(candidates.size()));
-  std::partial_sort(candidates.begin(), candidates.begin() + take, candidates.end(),
+  for (int64_t b = forced.init_end; b < forced.local_begin; ++b) candidates.push_back(int32_t(b));
+  std::partial_sort(candidates.begin(), candidates.begin() + forced.take, candidates.end(),
                     [scores](int32_t a, int32_t b) {
                       if (scores[a] != scores[b]) return scores[a] > scores[b];
                       return a < b;
                     });
   int64_t slot = 0;
-  for (int64_t j = 0; j < take; ++j) row[slot++] = candidates[j];
-  for (int64_t b = 0; b < init; ++b) row[slot++] = int32_t(b);
-  row[slot++] = int32_t(local);  // the local block is always last among the valid slots
+  for (int64_t j = 0; j < forced.take; ++j) row[slot++] = candidates[j];
+  for (int64_t b = 0; b < forced.init_end; ++b) row[slot++] = int32_t(b);
+  // The trailing forced blocks ascending: the local block is always last among the valid slots.
+  for (int64_t b = forced.local_begin; b <= forced.local; ++b) row[slot++] = int32_t(b);
   while (slot < config.top_k) row[slot++] = -1;
 }
 // docs:end place-selection
@@ -110,12 +126,14 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
     }
   }
 
-  // The first (query, group) row whose scores overflowed, per thread: [threads].
-  std::vector<int64_t> bad_rows(omp_get_max_threads(), std::numeric_limits<int64_t>::max());
+  // The first (query, group) row whose scores overflowed a double, and the first whose fp16 block scores
+  // overflowed binary16, per thread: [threads] each.
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::vector<int64_t> bad_rows(omp_get_max_threads(), kNone), fp16_overflow_rows(omp_get_max_threads(), kNone);
   ForEachRow(total_q * hidx, progress, [&](int64_t work) {
-    const auto reject_row = [&] {
+    const auto reject_row = [&](std::vector<int64_t>& first_bad) {
       const int thread = omp_get_thread_num();
-      bad_rows[thread] = std::min(bad_rows[thread], work);
+      first_bad[thread] = std::min(first_bad[thread], work);
     };
     const int64_t t = work / hidx, r = work % hidx;
     const QueryPlace& place = places[t];
@@ -131,7 +149,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
       token_scores.resize(num_keys);
       TokenScores(query, index_k.data(), place.key_begin, num_keys, di, index_scale, token_scores.data());
       for (double score : token_scores) {
-        if (!std::isfinite(score)) return reject_row();
+        if (!std::isfinite(score)) return reject_row(bad_rows);
       }
     }
 
@@ -161,7 +179,14 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
     }
     // docs:end block-scores
     for (int64_t blk = 0; blk < visible; ++blk) {
-      if (!std::isfinite(scores[blk])) return reject_row();
+      if (!std::isfinite(scores[blk])) return reject_row(bad_rows);
+    }
+    // score_format fp16: the ranked (and reported) block scores are the binary16 roundings of the exact ones.
+    if (config.score_format == ScoreFormat::kFp16) {
+      for (int64_t blk = 0; blk < visible; ++blk) {
+        scores[blk] = RoundToBinary16(scores[blk]);
+        if (!std::isfinite(scores[blk])) return reject_row(fp16_overflow_rows);
+      }
     }
 
     int32_t* row = outputs.topk_indices + (r * total_q + t) * config.top_k;
@@ -178,10 +203,16 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
   });
 
   const int64_t bad = *std::min_element(bad_rows.begin(), bad_rows.end());
-  if (bad != std::numeric_limits<int64_t>::max()) {
+  if (bad != kNone) {
     return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
                            std::to_string(bad % hidx) +
                            " is not finite: index_q and index_k are too large for a double dot product");
+  }
+  const int64_t overflow = *std::min_element(fp16_overflow_rows.begin(), fp16_overflow_rows.end());
+  if (overflow != kNone) {
+    return InvalidArgument("block score of query " + std::to_string(overflow / hidx) + ", group " +
+                           std::to_string(overflow % hidx) +
+                           " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
   }
   return Status::Ok();
 }

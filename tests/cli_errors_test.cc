@@ -355,8 +355,8 @@ TEST_F(CliErrorsTest, TopKMustCoverTheForcedBlocks) {
   SafetensorsFile file = ValidFile();
   file.metadata["msa_config"] = R"({"block_size":4,"top_k":2,"init_blocks":2,"pooling":"max"})";
   ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 2: must be at least init_blocks + 1 = 3 (the forced blocks: 2 init blocks "
-                     "and the local block)");
+                     "msa_config.top_k = 2: must be at least init_blocks + local_blocks = 3 (the forced blocks: 2 "
+                     "init blocks and the local block)");
 }
 
 TEST_F(CliErrorsTest, TopKAboveTheLimit) {  // rows hold top_k slots: a tiny file must not ask for 16 GiB
@@ -385,8 +385,8 @@ TEST_F(CliErrorsTest, HugeInitBlocksDoesNotOverflow) {
   SafetensorsFile file = ValidFile();
   file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":2147483647,"pooling":"max"})";
   ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 3: must be at least init_blocks + 1 = 2147483648 (the forced blocks: "
-                     "2147483647 init blocks and the local block)");
+                     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 2147483648 (the forced "
+                     "blocks: 2147483647 init blocks and the local block)");
 }
 
 TEST_F(CliErrorsTest, InitBlocksNegative) {
@@ -405,8 +405,42 @@ TEST_F(CliErrorsTest, UnknownConfigKey) {
   SafetensorsFile file = ValidFile();
   file.metadata["msa_config"] = R"({"block_size":4,"topk":3,"init_blocks":0,"pooling":"max"})";
   ExpectRefusedInput(RunOn(file),
-                     "msa_config.topk = 3: not a known key (known: block_size, top_k, init_blocks, pooling, "
-                     "softmax_scale, index_scale, precision, index_format)");
+                     "msa_config.topk = 3: not a known key (known: block_size, top_k, init_blocks, local_blocks, "
+                     "pooling, softmax_scale, index_scale, precision, index_format, score_format)");
+}
+
+TEST_F(CliErrorsTest, TopKMustCoverSeveralLocalBlocks) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":1,"local_blocks":3,"pooling":"max"})";
+  ExpectRefusedInput(RunOn(file),
+                     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 4 (the forced blocks: 1 "
+                     "init blocks and 3 local blocks)");
+}
+
+TEST_F(CliErrorsTest, LocalBlocksZero) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"local_blocks":0,"pooling":"max"})";
+  ExpectRefusedInput(RunOn(file), "msa_config.local_blocks = 0: must be at least 1");
+}
+
+TEST_F(CliErrorsTest, LocalBlocksNotAnInteger) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"local_blocks":"two","pooling":"max"})";
+  ExpectRefusedInput(RunOn(file), "msa_config.local_blocks = \"two\": must be a 32-bit integer");
+}
+
+TEST_F(CliErrorsTest, UnknownScoreFormat) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"max","score_format":"bf16"})";
+  ExpectRefusedInput(RunOn(file), "msa_config.score_format = \"bf16\": must be \"native\" or \"fp16\"");
+}
+
+TEST_F(CliErrorsTest, Fp16ScoresNeedMaxPooling) {
+  SafetensorsFile file = ValidFile();
+  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"lse","score_format":"fp16"})";
+  ExpectRefusedInput(RunOn(file),
+                     "msa_config.score_format = fp16 with pooling = lse: fp16 block scores are defined for max "
+                     "pooling only");
 }
 
 TEST_F(CliErrorsTest, UnknownIndexFormat) {

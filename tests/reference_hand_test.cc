@@ -17,13 +17,16 @@ const Backend& Reference() { return *FindBackend("reference"); }
 // One decode query (q_len = 1) over k_len keys, one head everywhere, D = Dv = Di = 1, index_q = 1 and
 // index_scale = 1, so the token score of key s is exactly index_k[s].
 Problem ScalarScoreProblem(const std::vector<double>& index_k, int block_size, int top_k, Pooling pooling,
-                           int init_blocks = 0) {
+                           int init_blocks = 0, int local_blocks = 1,
+                           ScoreFormat score_format = ScoreFormat::kNative) {
   ProblemSpec spec;
   spec.config.num_q_heads = spec.config.num_kv_heads = 1;
   spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 1;
   spec.config.block_size = block_size;
   spec.config.top_k = top_k;
   spec.config.init_blocks = init_blocks;
+  spec.config.local_blocks = local_blocks;
+  spec.config.score_format = score_format;
   spec.config.pooling = pooling;
   spec.config.index_scale = 1.0;
   spec.lengths = {{1, int32_t(index_k.size())}};
@@ -106,6 +109,62 @@ TEST(ReferenceHand, InitBlocksCoveringTheLocalBlock) {
   // are not local are {0}; row: init b0, local b1, -1 padding.
   const Outputs outputs = RunReference(ScalarScoreProblem({9, 9, 9}, 2, 4, Pooling::kMax, 3));
   EXPECT_EQ(outputs.topk_indices, (std::vector<int32_t>{0, 1, -1, -1}));
+}
+
+TEST(ReferenceHand, SeveralLocalBlocksComeLastAscendingAfterTheInitBlocks) {
+  // Bk = 2, keys 0..10: b0 = 0, b1 = 5, b2 = 3, b3 = 4, b4 = 6, local b5 = {10}. init_blocks 1, local_blocks 2:
+  // F = {b0} + {b4, b5}; ranked candidates b1..b3; top_k 5 - |F| = 2 of them: b1 (5), b3 (4).
+  // Row: b1, b3, then init b0, then the other forced local block b4, then the local block b5 last.
+  const Outputs outputs =
+      RunReference(ScalarScoreProblem({0, 0, 5, 5, 3, 3, 4, 4, 6, 6, 1}, 2, 5, Pooling::kMax, 1, 2));
+  EXPECT_EQ(outputs.topk_indices, (std::vector<int32_t>{1, 3, 0, 4, 5}));
+}
+
+TEST(ReferenceHand, LocalBlocksOverlappingTheInitBlocksCountOnce) {
+  // Keys 0..4, Bk = 2: 3 visible blocks, local = 2. init_blocks 2, local_blocks 2: F = {b0, b1} + {b1, b2} =
+  // {b0, b1, b2}, b1 once; no candidate is left. Row: init b0, forced local b1, local b2, -1 padding.
+  const Outputs outputs = RunReference(ScalarScoreProblem({9, 9, 9, 9, 9}, 2, 5, Pooling::kMax, 2, 2));
+  EXPECT_EQ(outputs.topk_indices, (std::vector<int32_t>{0, 1, 2, -1, -1}));
+}
+
+TEST(ReferenceHand, Fp16ScoresRankTheRoundedMaximaWithTheIdTieRule) {
+  // Bk = 1, index_scale 1: block b's score is key b's value. Near 2, binary16 values are 2^-9 apart:
+  // 2 + 2^-11 is below the midpoint 2 + 2^-10 and rounds to 2; 2 + 3 * 2^-11 is above it and rounds to 2 + 2^-9.
+  // Blocks: b0 = 2, b1 = 2 + 2^-11, b2 = 2 + 3 * 2^-11, b3 = 1 (local). Native ranks b2, b1, b0; fp16 ranks
+  // fp16(b2) = 2 + 2^-9, then b0 and b1 tied at 2 (lowest id first): with top_k 3, native keeps {b2, b1}
+  // and fp16 keeps {b2, b0}, and block_scores holds the rounded values.
+  const std::vector<double> keys = {2, 2 + std::ldexp(1, -11), 2 + 3 * std::ldexp(1, -11), 1};
+  EXPECT_EQ(RunReference(ScalarScoreProblem(keys, 1, 3, Pooling::kMax)).topk_indices,
+            (std::vector<int32_t>{2, 1, 3}));
+  const Outputs fp16 = RunReference(ScalarScoreProblem(keys, 1, 3, Pooling::kMax, 0, 1, ScoreFormat::kFp16));
+  EXPECT_EQ(fp16.topk_indices, (std::vector<int32_t>{2, 0, 3}));
+  EXPECT_EQ(fp16.block_scores, (std::vector<double>{2, 2, 2 + std::ldexp(1, -9), 1}));
+  // index_lse (SPEC section 4): one key per block, so each l_b = fp16(M[b]) + log(exp(0)) = fp16(M[b]):
+  // logsumexp of {2 + 2^-9, 2, 1} (blocks b2, b0, b3).
+  const double expected = std::log(std::exp(2 + std::ldexp(1, -9)) + std::exp(2.0) + std::exp(1.0));
+  EXPECT_NEAR(fp16.index_lse[0], expected, 4e-15 * expected);
+}
+
+TEST(ReferenceHand, Fp16IndexLseAddsTheRoundedMaxToEachBlocksShiftedSum) {
+  // Bk = 2, keys {0.1, 2.0003, 1, 1.5, 0.25}: b0 max 2.0003 (fp16: 2, the nearest binary16), b1 max 1.5 (exact
+  // in binary16), local b2 = {0.25}. top_k 3 selects all three. l_b0 = 2 + log(e^(0.1 - 2.0003) + 1),
+  // l_b1 = 1.5 + log(e^(1 - 1.5) + 1), l_b2 = 0.25; index_lse = log(e^l_b0 + e^l_b1 + e^l_b2).
+  const Outputs outputs =
+      RunReference(ScalarScoreProblem({0.1, 2.0003, 1, 1.5, 0.25}, 2, 3, Pooling::kMax, 0, 1, ScoreFormat::kFp16));
+  const double l0 = 2 + std::log(std::exp(0.1 - 2.0003) + 1), l1 = 1.5 + std::log(std::exp(-0.5) + 1), l2 = 0.25;
+  const double expected = std::log(std::exp(l0) + std::exp(l1) + std::exp(l2));
+  EXPECT_NEAR(outputs.index_lse[0], expected, 8e-15 * expected);
+  EXPECT_EQ(outputs.block_scores, (std::vector<double>{2, 1.5, 0.25}));
+}
+
+TEST(ReferenceHand, Fp16ScoresBeyondBinary16AreRefused) {
+  // 70000 > 65504, the largest binary16: score_format fp16 cannot rank it.
+  const Problem problem = ScalarScoreProblem({70000, 1}, 1, 2, Pooling::kMax, 0, 1, ScoreFormat::kFp16);
+  Outputs outputs;
+  const Status status = RunBackend(Reference(), problem, &outputs);
+  EXPECT_EQ(status.message(),
+            "block score of query 0, group 0 overflows binary16 (|score| >= 65520): score_format fp16 cannot "
+            "represent it");
 }
 
 TEST(ReferenceHand, IndexLseOverSelectedVisibleKeys) {
