@@ -149,4 +149,40 @@ std::vector<TestCase> LargeCases() {
   return cases;
 }
 
+std::vector<TestCase> DialectCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  constexpr Pooling kMax = Pooling::kMax;
+  // M3 dims (D = Di = 128, Bk 128, top_k 16, Hidx 4) with M3-scaled index scores: a decode batch of q_len 1, 4, 16
+  // over thousands of keys, and a prefill past five blocks.
+  add("dialect_m3_decode", MakeSpec(16, 4, 128, 128, 16, 0, kMax, {{1, 6000}, {4, 3000}, {16, 2500}}, DType::kBF16, 201));
+  add("dialect_m3_prefill", MakeSpec(8, 4, 128, 128, 16, 0, kMax, {{700, 700}}, DType::kBF16, 202));
+  // An init block and two forced local blocks (the knobs vLLM and SGLang expose), prefill and a chunk.
+  {
+    ProblemSpec spec = MakeSpec(4, 2, 32, 16, 6, 1, kMax, {{150, 150}, {10, 300}}, DType::kBF16, 203);
+    spec.config.local_blocks = 2;
+    add("dialect_init_local", spec);
+  }
+  // Large logits (|scores| about 1e4) in fp32: what separates pre-scaled q from scale-after-the-dot, and a
+  // softmax that keeps its running max from one that does not.
+  {
+    ProblemSpec spec = MakeSpec(4, 2, 64, 16, 4, 0, kMax, {{120, 120}}, DType::kF32, 204);
+    spec.query_scale = 100.0;
+    add("dialect_large_logits", spec);
+  }
+  // total_q == Hidx (four decode queries, four groups): the shape cannot tell head-major from query-major.
+  add("dialect_square", MakeSpec(16, 4, 64, 32, 4, 0, kMax, {{1, 300}, {1, 200}, {1, 150}, {1, 100}}, DType::kBF16, 205));
+  // fp16 block scores (the official use_fp16_score) at M3 dims.
+  {
+    ProblemSpec spec = MakeSpec(16, 4, 128, 128, 16, 0, kMax, {{300, 300}, {4, 2000}}, DType::kBF16, 206);
+    spec.config.score_format = ScoreFormat::kFp16;
+    add("dialect_fp16_scores", spec);
+  }
+  // A chunked prefill with fp32 inputs (fp32 ports, log2-domain lse).
+  add("dialect_chunked", MakeSpec(4, 2, 32, 16, 4, 0, kMax, {{40, 200}, {17, 17}}, DType::kF32, 207));
+  return cases;
+}
+
 }  // namespace msa

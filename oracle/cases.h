@@ -41,6 +41,11 @@ std::vector<TestCase> CanonicalCases();
 // M3 dims, a ragged batch of nine sequences and a long chunked prefill.
 std::vector<TestCase> LargeCases();
 
+// The cases the dialect emulations of known implementations are judged on (SPEC section 9; suite "dialects"):
+// M3-scaled index scores in decode and prefill, an init block with two forced local blocks, large logits in
+// fp32, total_q == Hidx (the layout the shape cannot tell), fp16 block scores, a chunked fp32 prefill.
+std::vector<TestCase> DialectCases();
+
 }  // namespace msa
 
 #endif  // MSA_ORACLE_CASES_H_

@@ -93,8 +93,8 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
   GoldenGenerateOptions generate;
   CLI::App* generate_command =
       golden_command->add_subcommand("generate", "Write a suite's inputs, reference outputs and MANIFEST.json");
-  generate_command->add_option("--suite", generate.suite, "smoke | full")
-      ->check(CLI::IsMember({"smoke", "full"}))
+  generate_command->add_option("--suite", generate.suite, "smoke | full | dialects")
+      ->check(CLI::IsMember({"smoke", "full", "dialects"}))
       ->capture_default_str();
   generate_command->add_option("--dir", generate.dir, "directory to write (created if missing)")->required();
   AddThreadsOption(generate_command, &generate.threads);

@@ -382,6 +382,10 @@ void VerifyCase(const fs::path& dir, const ManifestCase& entry, const Backend& b
 }  // namespace
 
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases) {
+  if (suite == "dialects") {
+    *cases = DialectCases();
+    return true;
+  }
   if (suite != "smoke" && suite != "full") return false;
   *cases = CanonicalCases();
   if (suite == "full") {

@@ -22,7 +22,8 @@ inline constexpr const char* kGoldenInputs = "inputs.safetensors";
 inline constexpr const char* kGoldenOutputs = "outputs.safetensors";
 
 // The cases of a suite: "smoke" = CanonicalCases() (seconds), "full" = smoke + LargeCases() (about a minute
-// on 2 cores). False for any other name.
+// on 2 cores), "dialects" = DialectCases() (the cases the dialect emulations are judged on). False for any
+// other name.
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases);
 
 // Called after each case with its position (0-based), the case count, its name and the seconds it took.

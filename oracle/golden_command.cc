@@ -35,7 +35,7 @@ std::string Counter(int index, int count) {
 int GoldenGenerateCommand(const GoldenGenerateOptions& options, const CliStreams& streams) {
   std::vector<TestCase> cases;
   if (!GoldenSuite(options.suite, &cases)) {
-    return CliFail(streams, "--suite " + options.suite + ": unknown suite (known: smoke, full)");
+    return CliFail(streams, "--suite " + options.suite + ": unknown suite (known: smoke, full, dialects)");
   }
   SetThreads(options.threads);
   std::ostream& out = streams.out;
