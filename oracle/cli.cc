@@ -67,6 +67,9 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
   run_command->add_option("--index-format", run.index_format,
                           "native | e4m3: index_q, index_k rounded to fp8 E4M3 first (default: the inputs' "
                           "msa_config.index_format, else native)");
+  run_command->add_option("--score-format", run.score_format,
+                          "native | fp16: rank binary16-rounded block maxima, max pooling only (the official "
+                          "use_fp16_score; default: the inputs' msa_config.score_format, else native)");
   AddThreadsOption(run_command, &run.threads);
   run_command->add_option("--mass-recall-queries", run.mass_recall_queries,
                           "queries sampled for attention-mass recall")

@@ -39,6 +39,7 @@ struct RunOptions {
   std::string backend;    // empty: the fastest available backend that supports the precision (FastestBackend)
   std::string precision;  // exact | fp32 | bf16 | fp16; empty: the inputs' msa_config.precision (default exact)
   std::string index_format;  // native | e4m3; empty: the inputs' msa_config.index_format (default native)
+  std::string score_format;  // native | fp16; empty: the inputs' msa_config.score_format (default native)
   int threads = 0;        // 0: OpenMP's default
   int mass_recall_queries = 256;
 };

@@ -6,7 +6,9 @@
 #include <functional>
 #include <limits>
 
+#include "msa/forced_blocks.h"
 #include "oracle/compare.h"
+#include "oracle/judge_selection.h"
 #include "oracle/naive_lowp.h"
 #include "oracle/precision.h"
 #include "oracle/random.h"
@@ -239,9 +241,11 @@ Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uin
   // adding index_q[t, r, 0] * shift to a row's scores (through index_k[:, 0] += shift) is an exact shift.
   // Max pooling only: an lse-pooled block score m + log(l) rounds differently once shifted, so two blocks can
   // tie after the shift that did not tie before (seen about once in 20 property runs).
+  // fp16 scores are not shift invariant (a shift moves values across binary16 rounding points): native ones.
   ProblemSpec exact_scores = spec;
   exact_scores.config.index_scale = 0.25;
   exact_scores.config.pooling = Pooling::kMax;
+  exact_scores.config.score_format = ScoreFormat::kNative;
   Problem problem = GenerateProblem(exact_scores);
   RandomStream random(seed, 13);
   for (SafetensorsTensor* tensor : {&problem.index_q, &problem.index_k}) {
@@ -387,10 +391,9 @@ Status CheckMaxDominance(const Backend& backend, const ProblemSpec& spec) {
   const std::vector<reference::QueryPlace> places = reference::PlaceQueries(problem.batch());
   for (int64_t r = 0; r < c.num_kv_heads; ++r) {
     for (int64_t t = 0; t < total_q; ++t) {
-      const int64_t visible = places[t].position / bk + 1, local = visible - 1;
-      const int64_t init = std::min<int64_t>(c.init_blocks, local);
-      const int64_t ranked = std::min<int64_t>(c.top_k - init - 1, local - init);
-      if (ranked <= 0 || ranked == local - init) continue;  // nothing ranked, or nothing left out
+      const int64_t visible = places[t].position / bk + 1;
+      const ForcedBlocks forced = ForcedBlocksOf(visible, c.init_blocks, c.local_blocks, c.top_k);
+      if (forced.take == 0 || forced.take == forced.candidates()) continue;  // nothing ranked, or nothing left out
       const int32_t* row = &outputs.topk_indices[(r * total_q + t) * c.top_k];
       const auto token_score = [&](int64_t s) {
         return CanonicalDot(&index_q[(t * c.num_kv_heads + r) * di], &index_k[(places[t].key_begin + s) * di], di) *
@@ -399,16 +402,19 @@ Status CheckMaxDominance(const Backend& backend, const ProblemSpec& spec) {
       std::vector<char> kept(visible, 0);
       double theta = HUGE_VAL;  // the lowest block max among the ranked blocks kept
       for (int64_t slot = 0; slot < std::min<int64_t>(visible, c.top_k); ++slot) kept[row[slot]] = 1;
-      for (int64_t b = init; b < local; ++b) {
+      for (int64_t b = forced.init_end; b < forced.local_begin; ++b) {
         if (!kept[b]) continue;
         double block_max = -HUGE_VAL;
         for (int64_t s = b * bk; s < (b + 1) * bk; ++s) block_max = std::max(block_max, token_score(s));
         theta = std::min(theta, block_max);
       }
-      for (int64_t b = init; b < local; ++b) {
+      // A token whose lowest ranked value (tau/2 below it; fp16 scores: rounded) beats the kept block's highest
+      // (theta + tau/2): its block ranks above that block whatever the candidate's error within tau.
+      const double theta_highest = RankedIntervalOf(c, theta, tau).hi;
+      for (int64_t b = forced.init_end; b < forced.local_begin; ++b) {
         if (kept[b]) continue;
         for (int64_t s = b * bk; s < (b + 1) * bk; ++s) {
-          if (token_score(s) > theta + tau) {
+          if (RankedIntervalOf(c, token_score(s), tau).lo > theta_highest) {
             return Fail("max dominance", "group " + std::to_string(r) + " query row " + std::to_string(t) + ": key " +
                                              std::to_string(s) + " of block " + std::to_string(b) + " scores " +
                                              std::to_string(token_score(s)) + " > theta " + std::to_string(theta) +

@@ -114,6 +114,10 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   if (!options.index_format.empty() && !ParseIndexFormat(options.index_format, &index_format)) {
     return CliFail(streams, "--index-format " + options.index_format + ": must be native or e4m3");
   }
+  ScoreFormat score_format = ScoreFormat::kNative;
+  if (!options.score_format.empty() && !ParseScoreFormat(options.score_format, &score_format)) {
+    return CliFail(streams, "--score-format " + options.score_format + ": must be native or fp16");
+  }
   if (!options.out.empty()) {
     if (Status status = CheckOutputPath("--out", options.out); !status.ok()) return CliFail(streams, status.message());
   }
@@ -138,6 +142,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   const double load_seconds = load_clock.Seconds();
   if (!options.precision.empty()) problem.config.precision = precision;  // else the inputs' (default exact)
   if (!options.index_format.empty()) problem.config.index_format = index_format;  // else the inputs' (native)
+  if (!options.score_format.empty()) problem.config.score_format = score_format;  // else the inputs' (native)
   const Backend* backend = nullptr;
   if (Status status = ChooseBackend(named, problem.config, !options.precision.empty(), &backend); !status.ok()) {
     return CliFail(streams, status.message());

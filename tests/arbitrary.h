@@ -1,6 +1,7 @@
 // The one rapidcheck generator of valid problems (DESIGN.md: one Arbitrary that encodes every validity rule,
-// reused by all properties): GQA head counts, any dims, block sizes, top_k >= init_blocks + 1, every
-// pooling mode, ragged batches with q_len <= k_len (empty sequences included), every input dtype.
+// reused by all properties): GQA head counts, any dims, block sizes, 1 to 3 forced local blocks, top_k >=
+// init_blocks + local_blocks, every pooling mode and fp16 block scores with max pooling, ragged batches with
+// q_len <= k_len (empty sequences included), every input dtype.
 #ifndef MSA_TESTS_ARBITRARY_H_
 #define MSA_TESTS_ARBITRARY_H_
 
@@ -34,8 +35,11 @@ struct Arbitrary<msa::ProblemSpec> {
       c.index_head_dim = *gen::inRange(1, 20);
       c.block_size = *gen::inRange(1, 9);
       c.init_blocks = *gen::inRange(0, 3);
-      c.top_k = *gen::inRange(c.init_blocks + 1, c.init_blocks + 7);  // covers the forced blocks
+      c.local_blocks = *gen::weightedElement<int>({{4, 1}, {1, 2}, {1, 3}});
+      const int forced = c.init_blocks + c.local_blocks;
+      c.top_k = *gen::inRange(forced, forced + 6);  // covers the forced blocks
       c.pooling = *gen::element(msa::Pooling::kMax, msa::Pooling::kLse, msa::Pooling::kMean);
+      if (c.pooling == msa::Pooling::kMax && *gen::inRange(0, 3) == 0) c.score_format = msa::ScoreFormat::kFp16;
       const int sequences = *gen::inRange(1, 4);
       for (int b = 0; b < sequences; ++b) {
         const int32_t k_len = *gen::inRange(0, 48);

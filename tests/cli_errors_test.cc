@@ -452,6 +452,24 @@ TEST_F(CliErrorsTest, UnknownIndexFormat) {
                 "--index-format fp8: must be native or e4m3");
 }
 
+TEST_F(CliErrorsTest, ScoreFormatFlag) {
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--score-format", "bf16"}),
+                "--score-format bf16: must be native or fp16");
+  SafetensorsFile lse_pooled = ValidFile();
+  lse_pooled.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"lse"})";
+  ASSERT_TRUE(WriteSafetensors(in_, lse_pooled).ok());
+  ExpectRefused(Run({"run", "--inputs", in_, "--out", out_, "--score-format", "fp16"}),
+                "score_format = fp16 with pooling = lse: fp16 block scores are defined for max pooling only");
+  ASSERT_TRUE(WriteSafetensors(in_, ValidFile()).ok());
+  const CliResult fp16 = Run({"run", "--inputs", in_, "--out", out_, "--score-format", "fp16"});
+  ASSERT_EQ(fp16.code, 0) << fp16.err;
+  SafetensorsFile written;
+  ASSERT_TRUE(ReadSafetensors(out_, &written).ok());
+  EXPECT_NE(written.metadata["msa_config"].find("\"score_format\":\"fp16\""), std::string::npos)
+      << written.metadata["msa_config"];
+}
+
 // With index_format e4m3, an index value beyond the format's range is refused by name and position.
 TEST_F(CliErrorsTest, IndexValueBeyondE4M3) {
   SafetensorsFile file = ValidFile();
