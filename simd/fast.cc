@@ -19,6 +19,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "msa/forced_blocks.h"
 #include "simd/fast-inl.h"
 #include "simd/simd_backend.h"
 
@@ -1148,18 +1149,18 @@ std::vector<Place> PlaceQueries(const Batch& batch) {
 
 // docs:begin place-row
 void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_t* row, std::vector<uint64_t>* keys) {
-  const int64_t local = visible - 1;
-  const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than the local one
-  const int64_t candidates = local - init;
-  const int64_t take = std::min<int64_t>(config.top_k - init - 1, candidates);
+  const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
+  const int64_t candidates = forced.candidates(), take = forced.take;
   keys->resize(candidates);
-  for (int64_t b = init; b < local; ++b) (*keys)[b - init] = RankKey(scores[b], int32_t(b));
+  for (int64_t b = forced.init_end; b < forced.local_begin; ++b) {
+    (*keys)[b - forced.init_end] = RankKey(scores[b], int32_t(b));
+  }
   if (take < candidates) std::nth_element(keys->begin(), keys->begin() + take, keys->end());
   std::sort(keys->begin(), keys->begin() + take);
   int64_t slot = 0;
   for (int64_t j = 0; j < take; ++j) row[slot++] = int32_t(uint32_t((*keys)[j]));
-  for (int64_t b = 0; b < init; ++b) row[slot++] = int32_t(b);
-  row[slot++] = int32_t(local);
+  for (int64_t b = 0; b < forced.init_end; ++b) row[slot++] = int32_t(b);
+  for (int64_t b = forced.local_begin; b <= forced.local; ++b) row[slot++] = int32_t(b);  // the local block last
   while (slot < config.top_k) row[slot++] = -1;
 }
 // docs:end place-row

@@ -7,8 +7,8 @@
 //     prefill, decode over 16K keys, every pooling mode, blocks larger than a score chunk, wide GQA groups;
 //   - determinism: the same bits for 1, 2 and 7 OpenMP threads, including the decode paths that split one row's
 //     work over threads;
-//   - the rank order (score descending, then id ascending; init blocks, local last, -1 padding) equals the
-//     reference's on ties, signed zeros and init blocks;
+//   - the rank order (score descending, then id ascending; init blocks, the other forced local blocks, local
+//     last, -1 padding) equals the reference's on ties, signed zeros, init blocks and overlapping forced sets;
 //   - values too large for fp32 are refused with a message, never returned as NaN.
 #include <omp.h>
 
@@ -231,14 +231,15 @@ TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
 
 // ---- rank order ----------------------------------------------------------------------------------------------
 
-TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosAndInitBlocks) {
+TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
   RandomStream random(42, 1);
   const float values[] = {-0.0f, 0.0f, 1.0f, -1.0f, 2.5f, 1e-30f, -1e30f, 3.0f};
   std::vector<uint64_t> keys;
   for (int trial = 0; trial < 20000; ++trial) {
     Config config;
     config.init_blocks = int(random.Below(4));
-    config.top_k = config.init_blocks + 1 + int(random.Below(8));
+    config.local_blocks = 1 + int(random.Below(4));
+    config.top_k = config.init_blocks + config.local_blocks + int(random.Below(8));
     const int64_t visible = 1 + int64_t(random.Below(40));
     std::vector<float> scores(visible);
     std::vector<double> widened(visible);
@@ -250,7 +251,7 @@ TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosAndInitBlocks) {
     simd::fast::PlaceRow(config, scores.data(), visible, got.data(), &keys);
     reference::PlaceSelection(config, widened.data(), visible, expected.data());
     ASSERT_EQ(got, expected) << "trial " << trial << ", visible " << visible << ", top_k " << config.top_k
-                             << ", init " << config.init_blocks;
+                             << ", init " << config.init_blocks << ", local_blocks " << config.local_blocks;
   }
 }
 
