@@ -9,7 +9,8 @@
 //     all those rows), pooled into block scores. A token score and a block's pooled score depend only on
 //     that block's keys, so a long decode row splits into many units.
 //   - index branch, phase 2: per (query, group) row: ranking (reference::PlaceSelection), -1 padding,
-//     block_scores, index_lse over the selected keys in ascending position.
+//     block_scores, index_lse over the selected keys in ascending position (score_format fp16: per selected
+//     block, then over the blocks).
 //   - main branch: (query, group, up to 16 heads of the group): the heads share the gathered keys and values.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "simd/exact.cc"
@@ -159,6 +160,7 @@ struct IndexContext {
   double* scores;
   int64_t scores_rows, scores_first;
   std::atomic<int64_t>* bad_row;  // the first (query, group) row with a non-finite score
+  std::atomic<int64_t>* fp16_overflow_row;  // the first row whose fp16 block score overflows binary16
   StageProgress* stage;
 
   double* RowScores(int64_t t, int64_t r) const { return scores + (r * scores_rows + (t - scores_first)) * max_blocks; }
@@ -172,6 +174,7 @@ struct IndexScratch {
   std::vector<double> tokens;  // [rows, stride]
   std::vector<double> exps, partial_mean, block_m, block_l, logs, scores;
   std::vector<int32_t> selected;
+  std::vector<int64_t> selected_keys;  // [selected blocks]: each one's visible keys
 };
 
 // Phase 1, one unit: the token scores of every (query, group) row of the tile over the chunk's keys, pooled
@@ -254,15 +257,46 @@ HWY_NOINLINE void ScoreBlocks(const IndexContext<TK>& c, const IndexUnit& unit, 
         AtomicMin(*c.bad_row, t * hidx + r);
         continue;
       }
+      // score_format fp16: the ranked (and reported) block scores are the binary16 roundings of the exact ones.
+      if (config.score_format == ScoreFormat::kFp16) {
+        for (int64_t j = 0; j < blocks; ++j) s.scores[j] = RoundToBinary16(s.scores[j]);
+        if (!AllFinite(s.scores.data(), blocks)) {
+          AtomicMin(*c.fp16_overflow_row, t * hidx + r);
+          continue;
+        }
+      }
       std::copy(s.scores.data(), s.scores.data() + blocks, c.RowScores(t, r) + unit.block0);
     }
   }
   c.stage->Finished(double(num_keys * rows));
 }
 
-// Phase 2, one (query, group) row: the slots (reference::PlaceSelection: score descending, id ascending,
-// init blocks, local last, -1 padding), -inf past the visible blocks, and index_lse over the selected
-// blocks' visible keys in ascending position.
+// score_format fp16's index_lse (SPEC section 4) from s.tokens, the token scores of a row's selected blocks'
+// visible keys gathered block by block in ascending id (s.selected_keys of each): per block l_b = fp16(M[b]) +
+// log(sum_s exp(x[s] - M[b])), keys ascending, then the logsumexp of the l_b, blocks ascending.
+template <typename TK>
+double Fp16ScoresLogSumExp(IndexScratch<TK>& s) {
+  const int64_t blocks = int64_t(s.selected_keys.size());
+  s.block_m.resize(ScratchLength(blocks));
+  s.block_l.resize(ScratchLength(blocks));
+  s.logs.resize(ScratchLength(blocks));
+  const double* x = s.tokens.data();
+  for (int64_t i = 0; i < blocks; ++i) {
+    const size_t count = size_t(s.selected_keys[i]);
+    s.block_m[i] = CanonicalMax(x, count);
+    ExpShifted(x, s.block_m[i], count, s.exps.data());
+    s.block_l[i] = SequentialSum(s.exps.data(), count);
+    x += count;
+  }
+  LogArray(s.block_l.data(), size_t(blocks), s.logs.data());
+  for (int64_t i = 0; i < blocks; ++i) s.block_l[i] = RoundToBinary16(s.block_m[i]) + s.logs[i];
+  return LogSumExp(s.block_l.data(), blocks, s.exps.data());
+}
+
+// Phase 2, one (query, group) row: the slots (reference::PlaceSelection: the ranked candidates by score
+// descending, id ascending, then the init blocks, then the trailing forced blocks with the local block last,
+// -1 padding), -inf past the visible blocks, and index_lse over the selected blocks' visible keys in
+// ascending position.
 template <typename TK>
 HWY_NOINLINE void PlaceRow(const IndexContext<TK>& c, int64_t t, int64_t r, IndexScratch<TK>& s) {
   const Config& config = c.config;
@@ -279,16 +313,20 @@ HWY_NOINLINE void PlaceRow(const IndexContext<TK>& c, int64_t t, int64_t r, Inde
   for (int64_t slot = 0; slot < config.top_k && slots[slot] != -1; ++slot) s.selected.push_back(slots[slot]);
   std::sort(s.selected.begin(), s.selected.end());
   s.keys.clear();
+  s.selected_keys.clear();
   for (int32_t blk : s.selected) {
     const int64_t first = int64_t(blk) * c.bk, count = std::min(c.bk, num_visible_keys - first);
     for (int64_t j = 0; j < count; ++j) s.keys.push_back(c.index_k.Row(place.key_begin + first + j, 0));
+    s.selected_keys.push_back(count);
   }
   const int64_t n = int64_t(s.keys.size());
   s.tokens.resize(ScratchLength(n));
   s.exps.resize(ScratchLength(n));
   const double* row = c.index_q.Row(t, r);
   DotMatrix(&row, 1, s.keys.data(), size_t(n), c.dip, c.index_scale, s.tokens.data(), size_t(n));
-  c.outputs.index_lse[r * c.total_q + t] = LogSumExp(s.tokens.data(), n, s.exps.data());
+  c.outputs.index_lse[r * c.total_q + t] = config.score_format == ScoreFormat::kNative
+                                               ? LogSumExp(s.tokens.data(), n, s.exps.data())
+                                               : Fp16ScoresLogSumExp(s);
 }
 
 // index_q: [total_q, Hidx, Dip]; index_k: [total_k, 1, Dip].
@@ -329,12 +367,13 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
   double total_work = 0;
   for (int64_t t = 0; t < total_q; ++t) total_work += double(places[t].position + 1);
   total_work *= double(hidx);
-  std::atomic<int64_t> bad_row{std::numeric_limits<int64_t>::max()};
+  constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> bad_row{kNone}, fp16_overflow_row{kNone};
   StageProgress stage(progress, total_work, 0.0, 1.0);
   IndexContext<TK> context{config, outputs, index_q, index_k, places, full_means, first_full, total_q, hidx, bk,
                            dip, max_blocks, config.IndexScale(),
                            config.pooling != Pooling::kMean || outputs.index_lse != nullptr,
-                           outputs.block_scores, total_q, 0, &bad_row, &stage};
+                           outputs.block_scores, total_q, 0, &bad_row, &fp16_overflow_row, &stage};
 
   for (int64_t t_begin = 0; t_begin < total_q; t_begin += batch_queries) {
     const int64_t t_end = std::min(total_q, t_begin + batch_queries), batch_rows = t_end - t_begin;
@@ -370,11 +409,14 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
       for (int64_t u = 0; u < int64_t(units.size()); ++u) ScoreBlocks(context, units[u], scratch);
     }
     const int64_t bad = bad_row.load();
-    if (bad != std::numeric_limits<int64_t>::max()) {
+    if (bad != kNone) {
       return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
                              std::to_string(bad % hidx) +
                              " is not finite: index_q and index_k are too large for a double dot product");
     }
+    // An fp16 overflow fails the call: no row is placed from here on, and the refusal waits until every batch
+    // is scored, since a non-finite score in a later batch takes precedence (as in the reference).
+    if (fp16_overflow_row.load() != kNone) continue;
 
 #pragma omp parallel
     {
@@ -384,6 +426,9 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
         PlaceRow(context, t_begin + work / hidx, work % hidx, scratch);
       }
     }
+  }
+  if (const int64_t overflow = fp16_overflow_row.load(); overflow != kNone) {
+    return Fp16ScoreOverflow(overflow / hidx, overflow % hidx);
   }
   if (progress) progress(1.0);
   return Status::Ok();

@@ -11,7 +11,8 @@
 namespace msa::simd {
 
 // Index branch (SPEC section 2): the same outputs, bit for bit, as reference::SelectBlocks, including its
-// error for non-finite scores. Preconditions: ValidateIndexInputs passed; outputs sized as in msa.h.
+// errors for non-finite scores and for score_format fp16 block scores beyond binary16. Preconditions:
+// ValidateIndexInputs passed; outputs sized as in msa.h.
 Status ExactSelect(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                    const ProgressFn& progress);
 

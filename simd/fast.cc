@@ -19,6 +19,7 @@
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "msa/forced_blocks.h"
 #include "simd/fast-inl.h"
 #include "simd/simd_backend.h"
 
@@ -77,7 +78,8 @@ inline Status CheckFp32Range(const char* name, const TensorView& view) {
   return Status::Ok();
 }
 
-// The first bad (query, group) row seen by any thread, as group * total_q + t; INT64_MAX when none.
+// The first bad row seen by any thread: the smallest row number noted, in the caller's numbering of rows;
+// INT64_MAX when none.
 class FirstBadRow {
  public:
   void Note(int64_t row) {
@@ -357,9 +359,15 @@ void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64
   }
 }
 
+// The rows a selection refuses: a non-finite fp32 score (numbered group * total_q + t), and a score_format fp16
+// block score beyond binary16 (numbered t * Hkv + r, the reference's order).
+struct RefusedRows {
+  fast::FirstBadRow not_finite, fp16_overflow;
+};
+
 // Pools, ranks and writes the tile's rows. q: the tile's index queries; block_max/block_sum: [rows][stride].
 void FinalizeTile(const IndexContext& ctx, const IndexTile& tile, const float* HWY_RESTRICT q, IndexScratch& scratch,
-                  const float* block_max, const float* block_sum, int64_t stride, fast::FirstBadRow& bad) {
+                  const float* block_max, const float* block_sum, int64_t stride, RefusedRows& refused) {
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df)), W = 2 * N, bk = ctx.bk, di = ctx.di;
   const Config& c = *ctx.config;
@@ -407,8 +415,21 @@ void FinalizeTile(const IndexContext& ctx, const IndexTile& tile, const float* H
     bool finite = true;
     for (int64_t b = 0; b < visible; ++b) finite = finite && std::isfinite(scores[b]);
     if (!finite) {
-      bad.Note(row.r * ctx.total_q + row.t);
+      refused.not_finite.Note(row.r * ctx.total_q + row.t);
       continue;
+    }
+    // score_format fp16: the ranked (and reported) scores are the fp32 block maxima rounded to binary16, nearest
+    // even (one rounding of the float's exact value; every binary16 value is a float).
+    if (c.score_format == ScoreFormat::kFp16) {
+      bool representable = true;
+      for (int64_t b = 0; b < visible; ++b) {
+        scores[b] = float(RoundToBinary16(scores[b]));
+        representable = representable && std::isfinite(scores[b]);
+      }
+      if (!representable) {
+        refused.fp16_overflow.Note(row.t * ctx.hkv + row.r);
+        continue;
+      }
     }
     const int64_t out_row = row.r * ctx.total_q + row.t;
     int32_t* selection = out.topk_indices + out_row * c.top_k;
@@ -419,14 +440,17 @@ void FinalizeTile(const IndexContext& ctx, const IndexTile& tile, const float* H
       std::fill(row_scores + visible, row_scores + ctx.max_blocks, -std::numeric_limits<double>::infinity());
     }
     if (out.index_lse != nullptr) {
-      // logsumexp over the selected blocks' tokens: combine (s * max_b, sum_b) of each selected block.
+      // logsumexp over the selected blocks of top_b + log(sum_b), sum_b = sum of exp(x - s * max_b) over the
+      // block's tokens: top_b = s * max_b (native: the logsumexp of the selected tokens), or fp16(s * max_b),
+      // the ranked score (score_format fp16).
+      const auto block_top = [&](int32_t b) { return c.score_format == ScoreFormat::kFp16 ? scores[b] : s * bmax[b]; };
       const int64_t valid = std::min<int64_t>(visible, c.top_k);
       float top = -std::numeric_limits<float>::infinity();
-      for (int64_t j = 0; j < valid; ++j) top = std::max(top, s * bmax[selection[j]]);
+      for (int64_t j = 0; j < valid; ++j) top = std::max(top, block_top(selection[j]));
       double total = 0.0;
       for (int64_t j = 0; j < valid; ++j) {
         const int32_t b = selection[j];
-        total += double(bsum[b]) * std::exp(double(s * bmax[b]) - double(top));
+        total += double(bsum[b]) * std::exp(double(block_top(b)) - double(top));
       }
       out.index_lse[out_row] = double(top) + std::log(total);
     }
@@ -541,7 +565,7 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   }
 
   fast::Progress report(progress, total_cost);
-  fast::FirstBadRow bad;
+  RefusedRows refused;
   const auto make_scratch = [&] {
     IndexScratch scratch;
     scratch.q = hwy::AllocateAligned<float>(kTilesPerUnit * kIndexRows * ctx.di);
@@ -578,7 +602,7 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
         for (int64_t g = 0; g < unit.tiles; ++g) {
           const int64_t state = g * kIndexRows * ctx.max_blocks;
           FinalizeTile(ctx, unit_tiles[g], scratch.q.get() + g * kIndexRows * ctx.di, scratch,
-                       scratch.block_max.data() + state, scratch.block_sum.data() + state, ctx.max_blocks, bad);
+                       scratch.block_max.data() + state, scratch.block_sum.data() + state, ctx.max_blocks, refused);
         }
       }
       report.Add(unit.cost);
@@ -587,14 +611,18 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
     for (int64_t k = 0; k < split_tiles; ++k) {
       const IndexTile& tile = tiles[split_tile[k]];
       GatherIndexQueries(ctx, tile, scratch.q.get());
-      FinalizeTile(ctx, tile, scratch.q.get(), scratch, split_max[k].data(), split_sum[k].data(), split_stride[k], bad);
+      FinalizeTile(ctx, tile, scratch.q.get(), scratch, split_max[k].data(), split_sum[k].data(), split_stride[k],
+                   refused);
     }
   }
   report.Finish();
-  if (const int64_t row = bad.Get(); row != std::numeric_limits<int64_t>::max()) {
+  if (const int64_t row = refused.not_finite.Get(); row != std::numeric_limits<int64_t>::max()) {
     return InvalidArgument("index score of query " + std::to_string(row % ctx.total_q) + ", group " +
                            std::to_string(row / ctx.total_q) +
                            " is not finite in fp32: index_q and index_k are too large for precision fp32");
+  }
+  if (const int64_t row = refused.fp16_overflow.Get(); row != std::numeric_limits<int64_t>::max()) {
+    return Fp16ScoreOverflow(row / ctx.hkv, row % ctx.hkv);
   }
   return Status::Ok();
 }
@@ -1148,18 +1176,18 @@ std::vector<Place> PlaceQueries(const Batch& batch) {
 
 // docs:begin place-row
 void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_t* row, std::vector<uint64_t>* keys) {
-  const int64_t local = visible - 1;
-  const int64_t init = std::min<int64_t>(config.init_blocks, local);  // init blocks other than the local one
-  const int64_t candidates = local - init;
-  const int64_t take = std::min<int64_t>(config.top_k - init - 1, candidates);
+  const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
+  const int64_t candidates = forced.candidates(), take = forced.take;
   keys->resize(candidates);
-  for (int64_t b = init; b < local; ++b) (*keys)[b - init] = RankKey(scores[b], int32_t(b));
+  for (int64_t b = forced.init_end; b < forced.local_begin; ++b) {
+    (*keys)[b - forced.init_end] = RankKey(scores[b], int32_t(b));
+  }
   if (take < candidates) std::nth_element(keys->begin(), keys->begin() + take, keys->end());
   std::sort(keys->begin(), keys->begin() + take);
   int64_t slot = 0;
   for (int64_t j = 0; j < take; ++j) row[slot++] = int32_t(uint32_t((*keys)[j]));
-  for (int64_t b = 0; b < init; ++b) row[slot++] = int32_t(b);
-  row[slot++] = int32_t(local);
+  for (int64_t b = 0; b < forced.init_end; ++b) row[slot++] = int32_t(b);
+  for (int64_t b = forced.local_begin; b <= forced.local; ++b) row[slot++] = int32_t(b);  // the local block last
   while (slot < config.top_k) row[slot++] = -1;
 }
 // docs:end place-row

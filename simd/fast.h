@@ -7,8 +7,11 @@
 // micro-kernel scores a tile of (query, group) rows against a chunk of panels, and the tile's scores are
 // pooled by block (max, lse; mean pooling runs the micro-kernel against packed block-mean keys) before the
 // next chunk, so no more than a tile of the N x N scores ever exists. Top-k runs on packed 64-bit
-// (score, id) keys with nth_element (score descending, then id ascending).
-// f64 inputs beyond the fp32 range, and scores that overflow fp32, are refused with InvalidArgument.
+// (score, id) keys with nth_element (score descending, then id ascending), around the forced blocks of
+// msa/forced_blocks.h. score_format fp16 ranks and reports the fp32 block maxima rounded to binary16, and its
+// index_lse adds each selected block's log-sum-exp relative to its max to that rounded score.
+// f64 inputs beyond the fp32 range, and scores that overflow fp32, are refused with InvalidArgument; so is an
+// fp16 block score beyond binary16, in the reference's words.
 //
 // Main branch: per (query, group) the selected blocks are visited once, in ascending key order, and the G query
 // heads of the group are processed together (heads in vector lanes for Q K^T, value dims in lanes for P V)

@@ -32,9 +32,10 @@ inline uint64_t RankKey(float score, int32_t id) {
 }
 // docs:end rank-key
 
-// One selection row (SPEC section 2): the first top_k - |F| ranked candidates (partial selection with
-// nth_element, then the few winners sorted), then the init blocks ascending, then the local block last,
-// then -1. scores: [visible]; row: [top_k]; keys is scratch.
+// One selection row (SPEC section 2, the forced blocks of msa/forced_blocks.h): the first `take` ranked
+// candidates (partial selection with nth_element, then the few winners sorted), then the init blocks
+// ascending, then the trailing forced blocks ascending (the local block last), then -1. scores: [visible];
+// row: [top_k]; keys is scratch.
 void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_t* row, std::vector<uint64_t>* keys);
 
 // Element conversions to fp32 (round to nearest even for f64).

@@ -5,8 +5,10 @@
 //   - the tiled vector dot equals CanonicalDot bit for bit (any length, tile edges, zeros of both signs,
 //     overflow to inf and NaN);
 //   - every output (topk_indices, block_scores, index_lse, out, lse) equals the reference bit for bit on every
-//     CanonicalCases() case and on random rapidcheck problems, for 1, 2 and 7 OpenMP threads, and the
-//     non-finite-score error is the reference's;
+//     CanonicalCases() case, the simd cases of several forced local blocks and of fp16 block scores with ties
+//     (tests/simd_cases.h) and random rapidcheck problems (local_blocks 1..3, score_format fp16 under max
+//     pooling), for 1, 2 and 7 OpenMP threads, and the non-finite-score and fp16-overflow errors are the
+//     reference's;
 //   - the forced target is the one that ran (LastDispatchedTarget), and it changes with the forced target.
 #include <omp.h>
 
@@ -33,6 +35,7 @@
 #include "simd/exact.h"
 #include "simd/simd_backend.h"
 #include "tests/arbitrary.h"
+#include "tests/simd_cases.h"
 #include "tests/simd_targets.h"
 
 namespace msa {
@@ -338,10 +341,27 @@ TEST_P(SimdTarget, CanonicalCasesAreBitIdenticalToTheReference) {
   ExpectRanOnTheForcedTarget();
 }
 
+// Several forced local blocks whose sets overlap on short sequences, and fp16 block scores tied by the rounding
+// or exactly, with every pooling mode and dtype.
+TEST_P(SimdTarget, ForcedBlocksAndFp16ScoreCasesAreBitIdenticalToTheReference) {
+  for (const TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) {
+    const Problem problem = GenerateProblem(test_case.spec);
+    EXPECT_EQ(CompareWithReference(problem), "") << test_case.name;
+  }
+  ExpectRanOnTheForcedTarget();
+}
+
 TEST_P(SimdTarget, RandomProblemsAreBitIdenticalToTheReference) {
   const bool passed = rc::check("simd exact == reference, bit for bit", [](ProblemSpec spec) {
     spec.query_scale = *rc::gen::element(1.0, 1.0, 100.0);  // sometimes large logits
     spec.few_valued_index = *rc::gen::element(false, false, true);  // sometimes many exact ties
+    // Sometimes several forced local blocks (top_k grows with them, so it still covers the forced blocks) and,
+    // under max pooling, fp16 block scores.
+    spec.config.local_blocks = *rc::gen::inRange(1, 4);
+    spec.config.top_k += spec.config.local_blocks - 1;
+    if (spec.config.pooling == Pooling::kMax) {
+      spec.config.score_format = *rc::gen::element(ScoreFormat::kNative, ScoreFormat::kFp16);
+    }
     const Problem problem = GenerateProblem(spec);
     const std::string difference = CompareWithReference(problem);
     if (!difference.empty()) RC_FAIL(difference);
@@ -387,16 +407,42 @@ ProblemSpec OverflowSpec(Pooling pooling) {
   return spec;
 }
 
-// Index scores that overflow: the same error (the first bad (query, group) row) as the reference.
+// Index scores that overflow: the same error (the first bad (query, group) row) as the reference. With fp16
+// block scores, every finite score overflows binary16 too, and the non-finite one still is the error.
 TEST_P(SimdTarget, NonFiniteIndexScoresGiveTheReferenceError) {
   for (Pooling pooling : {Pooling::kMax, Pooling::kLse, Pooling::kMean}) {
-    Problem problem = GenerateProblem(OverflowSpec(pooling));
-    ScaleTensor(problem.index_q, 1e160);
-    ScaleTensor(problem.index_k, 1e160);
-    Outputs reference;
-    EXPECT_FALSE(RunBackend(Reference(), problem, &reference).ok());  // the case really overflows
-    EXPECT_EQ(CompareWithReference(problem), "") << PoolingName(pooling);
+    for (ScoreFormat format : {ScoreFormat::kNative, ScoreFormat::kFp16}) {
+      if (format == ScoreFormat::kFp16 && pooling != Pooling::kMax) continue;
+      ProblemSpec spec = OverflowSpec(pooling);
+      spec.config.score_format = format;
+      Problem problem = GenerateProblem(spec);
+      ScaleTensor(problem.index_q, 1e160);
+      ScaleTensor(problem.index_k, 1e160);
+      Outputs reference;
+      const Status refused = RunBackend(Reference(), problem, &reference);
+      EXPECT_NE(refused.message().find("is not finite"), std::string::npos) << refused.message();
+      EXPECT_EQ(CompareWithReference(problem), "") << PoolingName(pooling) << " " << ScoreFormatName(format);
+    }
   }
+}
+
+// fp16 block scores beyond binary16 in rows (query 2, group 1) and (query 4, group 0) only: the reference's
+// error, which names the first in query-major order.
+TEST_P(SimdTarget, Fp16ScoreOverflowGivesTheReferenceError) {
+  ProblemSpec spec = OverflowSpec(Pooling::kMax);
+  spec.config.score_format = ScoreFormat::kFp16;
+  Problem problem = GenerateProblem(spec);
+  for (const auto& [t, r] : {std::pair{2, 1}, std::pair{4, 0}}) {
+    for (int64_t d = 0; d < spec.config.index_head_dim; ++d) {
+      SetElement(problem.index_q, t, r, d, 1e7 * (d % 2 ? 1 : -1));
+    }
+  }
+  Outputs reference;
+  const Status refused = RunBackend(Reference(), problem, &reference);
+  EXPECT_EQ(refused.message(),
+            "block score of query 2, group 1 overflows binary16 (|score| >= 65520): score_format fp16 cannot "
+            "represent it");
+  EXPECT_EQ(CompareWithReference(problem), "");
 }
 
 // Attention scores that overflow to inf and NaN: Attend refuses with the reference's message (the first bad

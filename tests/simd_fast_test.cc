@@ -1,5 +1,6 @@
 // The SIMD backend's fp32 mode (simd/fast.h), judged by the oracle's rules (SPEC section 5) through msa::Judge:
-//   - every CanonicalCases() case, plus two with rows of more than 512 selected keys, on EVERY Highway target
+//   - every CanonicalCases() case, plus two with rows of more than 512 selected keys and the simd cases of
+//     several forced local blocks and of fp16 block scores with ties (tests/simd_cases.h), on EVERY Highway target
 //     compiled in (forced one at a time with hwy::SetSupportedTargetsForTest, as Highway's own tests do; a
 //     target the CPU lacks is skipped): its own Select + Attend, and its Attend on the reference selection,
 //     pass; near-tie flips are counted, not failed;
@@ -7,9 +8,10 @@
 //     prefill, decode over 16K keys, every pooling mode, blocks larger than a score chunk, wide GQA groups;
 //   - determinism: the same bits for 1, 2 and 7 OpenMP threads, including the decode paths that split one row's
 //     work over threads;
-//   - the rank order (score descending, then id ascending; init blocks, local last, -1 padding) equals the
-//     reference's on ties, signed zeros and init blocks;
-//   - values too large for fp32 are refused with a message, never returned as NaN.
+//   - the rank order (score descending, then id ascending; init blocks, the other forced local blocks, local
+//     last, -1 padding) equals the reference's on ties, signed zeros, init blocks and overlapping forced sets;
+//   - values too large for fp32 are refused with a message, never returned as NaN; fp16 block scores beyond
+//     binary16 with the reference's message.
 #include <omp.h>
 
 #include <cmath>
@@ -34,6 +36,7 @@
 #include "simd/fast.h"
 #include "simd/fast_common.h"
 #include "simd/simd_backend.h"
+#include "tests/simd_cases.h"
 
 namespace msa {
 namespace {
@@ -118,12 +121,14 @@ struct TargetCase {
 
 void PrintTo(const TargetCase& c, std::ostream* os) { *os << c.name; }
 
-// The canonical cases, plus rows of more than 512 selected keys (their fp32 path) at small dims.
+// The canonical cases, plus rows of more than 512 selected keys (their fp32 path) at small dims, and the forced
+// blocks and fp16 score cases of tests/simd_cases.h.
 std::vector<TestCase> TargetTestCases() {
   std::vector<TestCase> cases = CanonicalCases();
   cases.push_back(
       {"long_rows_lse", MakeSpec(8, 2, 32, 32, 20, 1, Pooling::kLse, {{24, 800}, {3, 1000}}, DType::kBF16, 501)});
   cases.push_back({"long_rows_mean", MakeSpec(12, 3, 20, 48, 14, 0, Pooling::kMean, {{9, 700}}, DType::kF64, 502)});
+  for (TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) cases.push_back(std::move(test_case));
   return cases;
 }
 
@@ -152,6 +157,32 @@ TEST_P(FastOnEveryTarget, PassesTheOracle) {
 
 INSTANTIATE_TEST_SUITE_P(Canonical, FastOnEveryTarget, testing::ValuesIn(AllTargetCases()),
                          [](const testing::TestParamInfo<TargetCase>& info) { return info.param.name; });
+
+// Where fp32 computes every block score exactly (index inputs in {-1, 0, 1}, an index_scale of few significant
+// bits: the canonical fp16_scores_ties and the simd midpoints cases), the fp16 block scores and the selection
+// are the reference's bit for bit on every target: binary16 midpoints round to even, and scores tied before or
+// by the rounding go by block id.
+TEST(FastFp16Scores, ExactlyComputedScoresRoundAndRankAsTheReferenceOnEveryTarget) {
+  int64_t cases = 0;
+  for (const TestCase& test_case : TargetTestCases()) {
+    if (test_case.spec.config.score_format != ScoreFormat::kFp16 || !test_case.spec.few_valued_index) continue;
+    ++cases;
+    const Problem problem = GenerateProblem(AtFp32(test_case.spec));
+    const Outputs& reference = ReferenceOutputs(test_case.name, problem);
+    for (int64_t target : RunnableTargetList()) {
+      hwy::SetSupportedTargetsForTest(target);
+      Outputs own;
+      own.Allocate(problem);
+      const Status status = Select(Simd(), problem.config, problem.index_inputs(), own.selection_outputs());
+      hwy::SetSupportedTargetsForTest(0);
+      ASSERT_TRUE(status.ok()) << status.message();
+      const std::string where = test_case.name + " on " + simd::TargetName(target);
+      EXPECT_EQ(own.topk_indices, reference.topk_indices) << where;
+      EXPECT_EQ(own.block_scores, reference.block_scores) << where;
+    }
+  }
+  EXPECT_EQ(cases, 3);
+}
 
 // ---- larger M3-shaped problems (best target) -----------------------------------------------------------------
 
@@ -209,6 +240,7 @@ void ExpectSameBits(const std::vector<T>& got, const std::vector<T>& expected, c
 TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
   std::vector<std::pair<std::string, ProblemSpec>> specs;
   for (const TestCase& test_case : CanonicalCases()) specs.push_back({test_case.name, test_case.spec});
+  for (const TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) specs.push_back({test_case.name, test_case.spec});
   // Few rows over long keys: the index tile and the attention rows are split over threads when there are several.
   specs.push_back({"decode_split", MakeSpec(16, 2, 64, 32, 24, 1, Pooling::kLse, {{1, 3000}}, DType::kBF16, 301)});
   specs.push_back({"decode_split_mean", MakeSpec(8, 1, 32, 16, 40, 0, Pooling::kMean, {{2, 2000}}, DType::kF16, 302)});
@@ -231,14 +263,15 @@ TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
 
 // ---- rank order ----------------------------------------------------------------------------------------------
 
-TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosAndInitBlocks) {
+TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
   RandomStream random(42, 1);
   const float values[] = {-0.0f, 0.0f, 1.0f, -1.0f, 2.5f, 1e-30f, -1e30f, 3.0f};
   std::vector<uint64_t> keys;
   for (int trial = 0; trial < 20000; ++trial) {
     Config config;
     config.init_blocks = int(random.Below(4));
-    config.top_k = config.init_blocks + 1 + int(random.Below(8));
+    config.local_blocks = 1 + int(random.Below(4));
+    config.top_k = config.init_blocks + config.local_blocks + int(random.Below(8));
     const int64_t visible = 1 + int64_t(random.Below(40));
     std::vector<float> scores(visible);
     std::vector<double> widened(visible);
@@ -250,7 +283,7 @@ TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosAndInitBlocks) {
     simd::fast::PlaceRow(config, scores.data(), visible, got.data(), &keys);
     reference::PlaceSelection(config, widened.data(), visible, expected.data());
     ASSERT_EQ(got, expected) << "trial " << trial << ", visible " << visible << ", top_k " << config.top_k
-                             << ", init " << config.init_blocks;
+                             << ", init " << config.init_blocks << ", local_blocks " << config.local_blocks;
   }
 }
 
@@ -300,6 +333,27 @@ TEST(FastRange, ScoresThatOverflowFp32AreRefusedWithAMessage) {
                                outputs.attention_outputs());
   EXPECT_EQ(attend.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(attend.message().find("not finite in fp32"), std::string::npos) << attend.message();
+}
+
+// fp16 block scores beyond binary16 in rows (query 2, group 1) and (query 4, group 0) only: refused with the
+// reference's message, which names the first in query-major order.
+TEST(FastRange, Fp16ScoresBeyondBinary16AreRefusedAsTheReferenceRefusesThem) {
+  ProblemSpec spec = MakeSpec(4, 2, 12, 4, 3, 0, Pooling::kMax, {{5, 9}, {3, 30}}, DType::kF64, 11);
+  spec.config.score_format = ScoreFormat::kFp16;
+  Problem problem = GenerateProblem(AtFp32(spec));
+  for (const auto& [t, r] : {std::pair{2, 1}, std::pair{4, 0}}) {
+    for (int64_t d = 0; d < spec.config.index_head_dim; ++d) {
+      SetElement(problem.index_q, t, r, d, 1e7 * (d % 2 ? 1 : -1));
+    }
+  }
+  Outputs reference, outputs;
+  const Status refused = RunReference(problem, &reference);
+  EXPECT_NE(refused.message().find("block score of query 2, group 1 overflows binary16"), std::string::npos)
+      << refused.message();
+  outputs.Allocate(problem);
+  const Status select = Select(Simd(), problem.config, problem.index_inputs(), outputs.selection_outputs());
+  EXPECT_EQ(select.code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(select.message(), refused.message());
 }
 
 TEST(FastRegistry, SimdSupportsExactAndFp32Only) {
