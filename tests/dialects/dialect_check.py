@@ -1,0 +1,506 @@
+#!/usr/bin/env python3
+"""`msa check` on the dialects of the known MSA implementations, and the judge's mutation score.
+
+For each dialect (msa_dialects.DIALECTS: official FP32 references, official bf16/fp16-out kernels,
+official use_fp16_score, official decode (query-major), vLLM, SGLang, FlashInfer), an independent numpy emulation
+written from that implementation's public conventions (cited in msa_dialects.py) computes the outputs that
+implementation would produce on each golden case, in its own format (id order and layout, dtypes, lse base), and
+writes a candidate safetensors file whose __metadata__ declares those conventions. Then:
+
+  1. emulation check (always): each unmutated candidate, read back in its own conventions, agrees with the
+     reference outputs (msa's FP64 goldens) within this script's own fp32/bf16/fp16 tolerances, and its id order is
+     the dialect's; rows whose selection differs must be near-ties on float64 scores computed here;
+  2. dialects (the judge): every unmutated candidate must PASS `msa check` (exit 0, RESULT: PASS);
+  3. mutations (the judge's mutation score): every planted bug of mutations.MUTATIONS (kind x case) must FAIL
+     (exit 1) with its expected report line FAIL (`selection`, `order`, `layout`, `out`, `lse`, `index_lse`; the
+     `error` kind: exit 2 naming --topk-layout); the caught/total table is printed at the end.
+
+Cases: `msa golden generate --suite dialects` (7 cases) plus this file's EXTRA_CASES (small inputs made here with
+numpy's RNG; their reference outputs come from `msa run --backend reference`).
+
+Usage (an outside user needs only the msa binary and numpy):
+    python3 tests/dialects/dialect_check.py --msa build/oracle/msa --workdir /tmp/msa-dialects
+    ... --part emulation        only step 1 (no judge verdicts)
+    ... --part dialects         steps 1 and 2
+    ... --part mutations        step 3 (with step 1 for the dialects it plants in)
+    ... --only 'vllm|sglang'    only dialects / kinds whose name matches the regex
+    ... --jobs 2                parallel workers (each `msa check` runs with --threads 1)
+Candidates stay under WORKDIR/candidates/ (rerun one by hand: `msa check --inputs ... --outputs ...`).
+Last line: "N passed, M failed"; exit code 0 only when M == 0.
+"""
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # the workers run in parallel; a threaded BLAS only contends
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import argparse
+import concurrent.futures
+import json
+import math
+import re
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import msa_dialects as md  # noqa: E402
+from mutations import MUTATIONS  # noqa: E402
+
+LINES = ("selection", "order", "layout", "out", "lse", "index_lse")
+GOLDEN_KEYS = ("m3_decode", "m3_prefill", "init_local", "large_logits", "square", "fp16_scores", "chunked")
+
+# Small inputs of this folder's own (numpy RNG, written with md.write_safetensors): what the dialects suite lacks.
+EXTRA_CASES = [
+    # logits of a few hundred (fp32 exp overflows past ~88) in bf16, an init block and two local blocks
+    dict(key="x_large_bf16", seed=11, lens=[(70, 70), (20, 150)], Hq=4, Hkv=2, D=32, Bk=16, top_k=5, init=1,
+         local=2, dtype="BF16", amp={"q": 30.0, "index_q": 30.0}),
+    # two init blocks and two local blocks over sequences short enough that the forced sets overlap; G = 2, Hkv = 3
+    dict(key="x_init_f16", seed=12, lens=[(5, 5), (17, 17), (30, 90)], Hq=6, Hkv=3, D=16, Bk=8, top_k=6, init=2,
+         local=2, dtype="F16"),
+    # score_format fp16 with few-valued index inputs: exactly tied fp16 scores (id order decides), an init block
+    dict(key="x_fp16_ties", seed=13, lens=[(40, 40), (3, 100)], Hq=4, Hkv=2, D=16, Bk=8, top_k=4, init=1,
+         local=1, dtype="BF16", score_format="fp16", few_valued=True),
+    # score_format fp16, random inputs, visible > top_k (history to rank), decode chunk
+    dict(key="x_fp16_decode", seed=14, lens=[(4, 700), (1, 333)], Hq=8, Hkv=2, D=64, Bk=32, top_k=8, init=0,
+         local=1, dtype="BF16", score_format="fp16"),
+    # total_q == Hidx == 2 in fp32 (a second shape that cannot tell the layouts apart)
+    dict(key="x_square_f32", seed=15, lens=[(1, 100), (1, 61)], Hq=4, Hkv=2, D=32, Bk=8, top_k=4, init=0,
+         local=1, dtype="F32"),
+    # a multi-token decode batch (q_len 1..5) in fp16
+    dict(key="x_decode_f16", seed=16, lens=[(1, 90), (2, 64), (3, 120), (5, 77)], Hq=8, Hkv=2, D=64, Bk=16,
+         top_k=5, init=0, local=1, dtype="F16"),
+]
+
+
+# ----------------------------------------------------------------------------------------------------
+# cases
+# ----------------------------------------------------------------------------------------------------
+def make_extra_case(c, path):
+    rng = np.random.default_rng(c["seed"])
+    cu_q = np.concatenate([[0], np.cumsum([q for q, _ in c["lens"]])]).astype(np.int32)
+    cu_k = np.concatenate([[0], np.cumsum([k for _, k in c["lens"]])]).astype(np.int32)
+    tq, tk = int(cu_q[-1]), int(cu_k[-1])
+    shapes = {"q": (tq, c["Hq"], c["D"]), "k": (tk, c["Hkv"], c["D"]), "v": (tk, c["Hkv"], c["D"]),
+              "index_q": (tq, c["Hkv"], c["D"]), "index_k": (tk, 1, c["D"])}
+    tensors = []
+    for name, shp in shapes.items():
+        if c.get("few_valued") and name in ("index_q", "index_k"):
+            x = rng.integers(-1, 2, size=shp).astype(np.float64)
+        else:
+            x = rng.standard_normal(shp) * c.get("amp", {}).get(name, 1.0)
+        dt = c["dtype"]
+        if dt == "BF16":
+            store = md.bf16_bits(x.astype(np.float32))
+        elif dt == "F16":
+            store = x.astype(np.float16)
+        else:
+            store = x.astype(np.float32)
+        tensors.append((name, dt, store))
+    tensors += [("cu_seqlens_q", "I32", cu_q), ("cu_seqlens_k", "I32", cu_k)]
+    cfg = {"block_size": c["Bk"], "top_k": c["top_k"], "init_blocks": c["init"], "pooling": "max"}
+    if c["local"] != 1:
+        cfg["local_blocks"] = c["local"]
+    if c.get("score_format", "native") != "native":
+        cfg["score_format"] = c["score_format"]
+    md.write_safetensors(path, tensors, {"msa_config": json.dumps(cfg)})
+
+
+def prepare_cases(msa, workdir, log):
+    """Returns {key: (name, inputs_path, outputs_path)}."""
+    cases = {}
+    gdir = os.path.join(workdir, "golden-dialects")
+    if not os.path.exists(os.path.join(gdir, "MANIFEST.json")):
+        t0 = time.time()
+        run([msa, "golden", "generate", "--suite", "dialects", "--dir", gdir])
+        log(f"generated --suite dialects in {time.time() - t0:.1f}s")
+    manifest = json.load(open(os.path.join(gdir, "MANIFEST.json")))
+    for entry in manifest["cases"]:
+        name = entry["name"]
+        key = next(k for k in GOLDEN_KEYS if name.startswith("dialect_" + k + "_b"))
+        cases[key] = (name, os.path.join(gdir, name, "inputs.safetensors"),
+                      os.path.join(gdir, name, "outputs.safetensors"))
+    xdir = os.path.join(workdir, "extra")
+    os.makedirs(xdir, exist_ok=True)
+    t0 = time.time()
+    for c in EXTRA_CASES:
+        inp = os.path.join(xdir, c["key"] + ".inputs.safetensors")
+        outp = os.path.join(xdir, c["key"] + ".outputs.safetensors")
+        make_extra_case(c, inp)
+        run([msa, "run", "--inputs", inp, "--out", outp, "--backend", "reference", "--threads", "1"])
+        cases[c["key"]] = (c["key"], inp, outp)
+    log(f"made {len(EXTRA_CASES)} extra cases in {time.time() - t0:.1f}s")
+    return cases
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-1500:]}")
+    return p
+
+
+_CASE_CACHE = {}
+_BASE_CACHE = {}
+
+
+def unmutated(case, dialect):
+    if (case.name, dialect) not in _BASE_CACHE:
+        t, m, _ = md.emulate(case, md.dialect_knobs(dialect))
+        _BASE_CACHE[(case.name, dialect)] = (t, m)
+    return _BASE_CACHE[(case.name, dialect)]
+
+
+def load_case(spec):
+    name, inp, outp = spec
+    if name not in _CASE_CACHE:
+        _CASE_CACHE[name] = md.Case(name, inp, outp)
+    return _CASE_CACHE[name]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the emulation check: own tolerances against the reference outputs
+# ----------------------------------------------------------------------------------------------------
+def read_back(case, tensors, meta):
+    """The candidate in canonical form: ids head-major, lse natural, floats widened to float64."""
+    d = {}
+    for name, dt, arr in tensors:
+        if name == "topk_indices":
+            ids = arr.astype(np.int64)
+            if meta.get("topk_layout") == "query_major":
+                ids = ids.transpose(1, 0, 2)
+            d[name] = ids
+        else:
+            x = md.bf16_to_f32(arr).astype(np.float64) if dt == "BF16" else arr.astype(np.float64)
+            if name in ("lse", "index_lse") and meta.get("lse_base") == "2":
+                x = x / md.LOG2E
+            d[name] = (dt, x)
+    return d
+
+
+def check_order(case, knobs, ids, M64):
+    """The dialect's slot order, row by row. Returns the first bad row as a message, or None."""
+    for r in range(case.Hidx):
+        for t in range(case.total_q):
+            row = [int(j) for j in ids[r, t]]
+            n = min(int(case.visible[t]), case.top_k)
+            valid, pad = row[:n], row[n:]
+            init, locals_, local = case.forced(t)
+            if any(j < 0 for j in valid) or any(j != -1 for j in pad):
+                return f"row ({r},{t}) {row}: -1 padding not after {n} valid ids"
+            if knobs.order == "strict_desc" and valid[-1] != local:
+                return f"row ({r},{t}) {row}: local {local} not last"
+            if knobs.order == "ascending" and valid != sorted(valid):
+                return f"row ({r},{t}) {row}: not ascending"
+            if knobs.order == "sentinel":
+                nf = len(init) + len(set(locals_) | {local})
+                head = valid[:min(nf, n)]
+                if head != init + sorted(set(locals_) | {local}):
+                    return f"row ({r},{t}) {row}: forced blocks not first"
+    return None
+
+
+def emulation_check(case, knobs, tensors, meta):
+    """Returns a list of problems (empty: the emulation agrees with the reference)."""
+    g = case.golden()
+    cand = read_back(case, tensors, meta)
+    problems = []
+    M64 = md.exact_block_scores(case)
+    if case.score_format == "fp16":
+        with np.errstate(over="ignore"):
+            M64 = M64.astype(np.float16).astype(np.float64)
+    same = np.ones((case.Hidx, case.total_q), dtype=bool)
+    if "topk_indices" in cand:
+        ids = cand["topk_indices"]
+        msg = check_order(case, knobs, ids, M64)
+        if msg:
+            problems.append("order: " + msg)
+        gi = g["topk_indices"].astype(np.int64)
+        near = 0
+        for r in range(case.Hidx):
+            for t in range(case.total_q):
+                a = set(int(j) for j in ids[r, t] if j >= 0)
+                b = set(int(j) for j in gi[r, t] if j >= 0)
+                if a == b:
+                    continue
+                same[r, t] = False
+                init, locals_, local = case.forced(t)
+                hist_b = [j for j in b if j not in set(init) | set(locals_) | {local}]
+                theta = min(M64[r, t, j] for j in hist_b) if hist_b else 0.0
+                tol = 1e-5 * max(1.0, abs(theta))
+                if all(abs(M64[r, t, j] - theta) <= tol for j in a ^ b):
+                    near += 1
+                else:
+                    problems.append(f"selection row ({r},{t}): {sorted(a)} vs reference {sorted(b)} "
+                                    f"(not a near-tie at theta {theta:.6g})")
+                    break
+        if near:
+            problems.append(f"note: {near} near-tie rows differ from the reference (allowed)")
+    for name in ("out", "lse", "index_lse"):
+        if name not in cand:
+            continue
+        dt, x = cand[name]
+        ref = g[name]
+        if name == "index_lse":
+            rows = same
+        else:
+            rows = same.all(axis=0)
+            if name == "out":
+                rows = rows[:, None, None] & np.ones(ref.shape, dtype=bool)
+            else:
+                rows = rows[:, None] & np.ones(ref.shape, dtype=bool)
+        u = {"F32": 2.0 ** -24, "BF16": 2.0 ** -8, "F16": 2.0 ** -11}[dt]
+        # the output's own rounding (2u, p rounded to v's dtype included) + an fp32 accumulation allowance
+        fp32 = 1e-4 if name == "out" else 1e-5
+        if case.name.startswith("dialect_large_logits") or case.name.startswith("x_large"):
+            fp32 *= 10  # logits ~1e4: fp32 score errors of ~1e-3 move the softmax weights
+        bound = (2 * u if dt != "F32" else 0) * np.abs(ref) + fp32 * np.maximum(1.0, np.abs(ref))
+        if name == "out" and knobs.p_round_to_v and case.dtypes["v"] in ("BF16", "F16"):
+            # p rounded to v's dtype before the PV product: |sum (p~ - p) v| / l <= u_v * max|v|
+            uv = 2.0 ** -8 if case.dtypes["v"] == "BF16" else 2.0 ** -11
+            bound = bound + uv * float(np.max(np.abs(case.x64["v"])))
+        bad = rows & ~(np.abs(x - ref) <= bound)
+        if bad.any():
+            i = tuple(int(v) for v in np.argwhere(bad)[0])
+            problems.append(f"{name} ({dt}): {int(bad.sum())} values off, first {i}: {x[i]!r} vs {ref[i]!r}")
+    return [p for p in problems if not p.startswith("note:")], [p for p in problems if p.startswith("note:")]
+
+
+# ----------------------------------------------------------------------------------------------------
+# the judge
+# ----------------------------------------------------------------------------------------------------
+def judge(msa, inputs, outputs, json_path):
+    if os.path.exists(json_path):
+        os.remove(json_path)
+    p = subprocess.run([msa, "check", "--inputs", inputs, "--outputs", outputs, "--json", json_path,
+                        "--threads", "1"], capture_output=True, text=True)
+    lines = {}
+    for line in p.stdout.splitlines():
+        m = re.match(r"^  (selection|order|layout|out|lse|index_lse)\s+(PASS|FAIL)\b", line)
+        if m:
+            lines.setdefault(m.group(1), set()).add(m.group(2))
+    rep = None
+    if os.path.exists(json_path):
+        try:
+            rep = json.load(open(json_path))
+        except ValueError:
+            rep = None
+    return p.returncode, p.stdout, p.stderr, lines, rep
+
+
+def failing_lines(lines):
+    return sorted(k for k, v in lines.items() if "FAIL" in v)
+
+
+def json_agrees(rep, expect):
+    """Where the JSON report says something about the expected line, it must say FAIL. Returns a problem or None."""
+    if rep is None:
+        return "no JSON report"
+    if rep.get("passed") is not False:
+        return f"JSON passed = {rep.get('passed')!r}"
+    sel = rep.get("selection") or {}
+    if expect == "selection" and sel.get("passed") is not False:
+        return f"JSON selection.passed = {sel.get('passed')!r}"
+    if expect == "order" and not (sel.get("order_fault_rows") or 0) > 0:
+        return f"JSON selection.order_fault_rows = {sel.get('order_fault_rows')!r}"
+    if expect in ("out", "lse", "index_lse"):
+        for t in rep.get("tensors") or []:
+            if t.get("name") == expect and t.get("passed") is not False:
+                return f"JSON tensors[{expect}].passed = {t.get('passed')!r}"
+    return None
+
+
+# ----------------------------------------------------------------------------------------------------
+# jobs
+# ----------------------------------------------------------------------------------------------------
+def candidate_path(workdir, tag):
+    d = os.path.join(workdir, "candidates")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, tag + ".safetensors"), os.path.join(d, tag + ".json")
+
+
+def run_job(job):
+    """job: dict(type, dialect, key, spec, kind?, expect?, knobs?, msa, workdir, use_judge). Returns a result dict."""
+    t0 = time.time()
+    case = load_case(job["spec"])
+    res = dict(job=job, ok=True, problems=[], notes=[], verdict="")
+    try:
+        if job["type"] == "dialect":
+            knobs = md.dialect_knobs(job["dialect"])
+            tag = f"{job['dialect']}__{job['key']}"
+        else:
+            knobs = md.dialect_knobs(job["dialect"], **job["knobs"])
+            tag = f"bug_{job['kind']}__{job['dialect']}__{job['key']}"
+        tensors, meta, info = md.emulate(case, knobs)
+        path, jpath = candidate_path(job["workdir"], tag)
+        md.write_safetensors(path, tensors, meta)
+        res["path"] = path
+        if job["type"] == "dialect":
+            problems, notes = emulation_check(case, knobs, tensors, meta)
+            res["problems"] += ["emulation: " + p for p in problems]
+            res["notes"] += notes
+        else:
+            # the plant took: the mutated candidate differs from the unmutated one
+            base_t, base_m = unmutated(case, job["dialect"])
+            differs = base_m != meta or any(
+                a[0] != b[0] or a[1] != b[1] or a[2].shape != b[2].shape or
+                a[2].tobytes() != b[2].tobytes() for a, b in zip(base_t, tensors)) or len(base_t) != len(tensors)
+            if not differs:
+                res["problems"].append("plant: the mutated candidate equals the unmutated one")
+            if knobs.selection_edit != "none" and not info.get("edits"):
+                res["problems"].append("plant: no row could be edited")
+            if info.get("edits"):
+                r, t, before, after = info["edits"][0]
+                res["notes"].append(f"edited {len(info['edits'])} rows, first (group {r}, row {t}): "
+                                    f"{before} -> {after}")
+        if job["use_judge"]:
+            rc, out, err, lines, rep = judge(job["msa"], case.inputs_path, path, jpath)
+            res["rc"], res["stdout"], res["stderr"] = rc, out, err
+            fl = failing_lines(lines)
+            if job["type"] == "dialect":
+                if rc != 0 or "RESULT: PASS" not in out or fl:
+                    res["problems"].append(f"judge: exit {rc}, failing lines {fl}")
+                res["verdict"] = "PASS" if rc == 0 else f"exit {rc} {fl}"
+            else:
+                exp = job["expect"]
+                if exp == "error":
+                    caught = rc == 2 and "--topk-layout" in err
+                    res["verdict"] = f"exit {rc}"
+                    if not caught:
+                        res["problems"].append(f"judge: exit {rc} (want 2 naming --topk-layout): "
+                                               f"{err.strip()[:300]}")
+                else:
+                    caught = rc == 1 and exp in fl and "RESULT: FAIL" in out
+                    res["verdict"] = f"exit {rc} FAIL lines {fl}"
+                    if not caught:
+                        res["problems"].append(f"judge: exit {rc}, failing lines {fl} (want {exp} FAIL)")
+                    else:
+                        jp = json_agrees(rep, exp)
+                        if jp:
+                            res["problems"].append("judge JSON: " + jp)
+                            caught = False
+                res["caught"] = caught
+    except Exception as e:  # one broken job must not hide the others
+        import traceback
+        res["problems"].append(f"exception: {type(e).__name__}: {e}\n{traceback.format_exc()[-1500:]}")
+        res["caught"] = False
+    res["ok"] = not res["problems"]
+    res["seconds"] = time.time() - t0
+    return res
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--msa", required=True, help="path to the msa binary")
+    ap.add_argument("--workdir", required=True, help="directory for goldens, inputs and candidates")
+    ap.add_argument("--part", default="all", choices=["all", "emulation", "dialects", "mutations"])
+    ap.add_argument("--only", default="", help="regex: only dialects / mutation kinds whose name matches")
+    ap.add_argument("--jobs", type=int, default=2, help="parallel workers (default 2)")
+    ap.add_argument("--no-judge", action="store_true",
+                    help="emulate and self-check only; do not run msa check (mutations: only check that each plant "
+                         "changes the candidate)")
+    args = ap.parse_args()
+    msa = os.path.abspath(args.msa)
+    workdir = os.path.abspath(args.workdir)
+    os.makedirs(workdir, exist_ok=True)
+    t_start = time.time()
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    cases = prepare_cases(msa, workdir, log)
+    only = re.compile(args.only) if args.only else None
+    use_judge = args.part != "emulation" and not args.no_judge
+    jobs = []
+    if args.part in ("all", "emulation", "dialects"):
+        for dialect, spec in md.DIALECTS.items():
+            if only and not only.search(dialect):
+                continue
+            for key in list(GOLDEN_KEYS) + [c["key"] for c in EXTRA_CASES]:
+                case = load_case(cases[key])
+                if spec["applies"](case):
+                    jobs.append(dict(type="dialect", dialect=dialect, key=key, spec=cases[key], msa=msa,
+                                     workdir=workdir, use_judge=use_judge))
+    if args.part in ("all", "mutations"):
+        for m in MUTATIONS:
+            if only and not only.search(m["kind"]):
+                continue
+            for dialect, key in m["on"]:
+                jobs.append(dict(type="mutation", kind=m["kind"], expect=m["expect"], knobs=m["knobs"],
+                                 dialect=dialect, key=key, spec=cases[key], msa=msa, workdir=workdir,
+                                 use_judge=use_judge))
+    # the expensive M3 cases first, so the pool's tail is short
+    heavy = ("m3_decode", "m3_prefill", "fp16_scores")
+    jobs.sort(key=lambda j: 0 if j["key"] in heavy else 1)
+    results = []
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        for res in pool.map(run_job, jobs):
+            results.append(res)
+    passed = failed = 0
+    # --- the dialects ---
+    dres = [r for r in results if r["job"]["type"] == "dialect"]
+    if dres:
+        log("\n== dialects (unmutated): emulation vs reference" + (", then msa check" if use_judge else ""))
+        for r in sorted(dres, key=lambda r: (r["job"]["dialect"], r["job"]["key"])):
+            j = r["job"]
+            status = "PASS" if r["ok"] else "FAIL"
+            log(f"{status} {j['dialect']:20s} {j['key']:13s} {r['verdict']:10s} ({r['seconds']:.1f}s)")
+            for p in r["problems"]:
+                log("    " + p)
+            for n in r["notes"]:
+                log("    " + n)
+            if not r["ok"] and "stdout" in r:
+                log("    candidate: " + r.get("path", "?"))
+                log("    " + "\n    ".join(r["stdout"].splitlines()[-25:]))
+            passed += r["ok"]
+            failed += not r["ok"]
+    # --- the mutation table ---
+    mres = [r for r in results if r["job"]["type"] == "mutation"]
+    if mres:
+        log("\n== mutations: planted bugs, each must FAIL on its expected line")
+        for r in mres:
+            j = r["job"]
+            status = "CAUGHT" if r["ok"] else "MISSED"
+            log(f"{status} {j['kind']:32s} {j['dialect']:20s}@{j['key']:13s} want {j['expect']:9s} "
+                f"{r['verdict']} ({r['seconds']:.1f}s)")
+            for p in r["problems"]:
+                log("    " + p)
+            if not r["ok"] and "stdout" in r:
+                log("    candidate: " + r.get("path", "?"))
+                log("    " + "\n    ".join(r["stdout"].splitlines()[-25:]))
+            passed += r["ok"]
+            failed += not r["ok"]
+        # kind x case table
+        keys = [k for k in list(GOLDEN_KEYS) + [c["key"] for c in EXTRA_CASES]
+                if any(r["job"]["key"] == k for r in mres)]
+        kinds = []
+        for r in mres:
+            if r["job"]["kind"] not in kinds:
+                kinds.append(r["job"]["kind"])
+        w = max(len(k) for k in kinds) + 2
+        cw = max(len(k) for k in keys) + 1
+        log("\n== mutation score (caught/planted, kind x case)")
+        log(" " * w + "".join(f"{k:>{cw}}" for k in keys) + f"{'total':>{cw}}")
+        tc = tt = 0
+        for kind in kinds:
+            row = f"{kind:{w}}"
+            kc = kt = 0
+            for key in keys:
+                rs = [r for r in mres if r["job"]["kind"] == kind and r["job"]["key"] == key]
+                if rs:
+                    c = sum(r["ok"] for r in rs)
+                    row += f"{f'{c}/{len(rs)}':>{cw}}"
+                    kc += c
+                    kt += len(rs)
+                else:
+                    row += f"{'.':>{cw}}"
+            row += f"{f'{kc}/{kt}':>{cw}}"
+            tc += kc
+            tt += kt
+            log(row)
+        log(f"caught {tc}/{tt} planted bugs ({len(kinds)} kinds), {100.0 * tc / max(tt, 1):.1f}%")
+    log(f"total time {time.time() - t_start:.1f}s")
+    log(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
