@@ -111,7 +111,9 @@ def prepare_cases(msa, workdir, log):
     """Returns {key: (name, inputs_path, outputs_path)}."""
     cases = {}
     gdir = os.path.join(workdir, "golden-dialects")
-    if not os.path.exists(os.path.join(gdir, "MANIFEST.json")):
+    mpath = os.path.join(gdir, "MANIFEST.json")
+    # (re)generated whenever the msa binary is newer than the goldens (the suite lives in its code)
+    if not os.path.exists(mpath) or os.path.getmtime(mpath) < os.path.getmtime(msa):
         t0 = time.time()
         run([msa, "golden", "generate", "--suite", "dialects", "--dir", gdir])
         log(f"generated --suite dialects in {time.time() - t0:.1f}s")
@@ -353,7 +355,7 @@ def run_job(job):
             if info.get("edits"):
                 r, t, before, after = info["edits"][0]
                 res["notes"].append(f"edited {len(info['edits'])} rows, first (group {r}, row {t}): "
-                                    f"{before} -> {after}")
+                                    f"{before} -> {after}{info.get('edit_note', '')}")
         if job["use_judge"]:
             rc, out, err, lines, rep = judge(job["msa"], case.inputs_path, path, jpath)
             res["rc"], res["stdout"], res["stderr"] = rc, out, err
@@ -461,7 +463,7 @@ def main():
             status = "CAUGHT" if r["ok"] else "MISSED"
             log(f"{status} {j['kind']:32s} {j['dialect']:20s}@{j['key']:13s} want {j['expect']:9s} "
                 f"{r['verdict']} ({r['seconds']:.1f}s)")
-            for p in r["problems"]:
+            for p in r["problems"] + r["notes"]:
                 log("    " + p)
             if not r["ok"] and "stdout" in r:
                 log("    candidate: " + r.get("path", "?"))

@@ -516,6 +516,11 @@ def edit_selection(case, knobs, sel, rank_scores):
     edits = []
     for _, r, t, new in chosen:
         before = [int(j) for j in sel[r, t]]
+        if knobs.order == "ascending" and e in ("swap_below", "wrong_local", "missing_init", "beyond_visible",
+                                                 "duplicate"):
+            # an ascending dialect writes its (wrong) set ascending too: the planted fault is the set alone
+            n = sum(1 for j in new if j >= 0)
+            new = sorted(new[:n]) + list(new[n:])
         sel[r, t] = new
         edits.append((r, t, before, [int(j) for j in new]))
     return edits
@@ -669,6 +674,14 @@ def emulate(case, knobs):
             with np.errstate(over="ignore"):
                 M64 = M64.astype(np.float16).astype(np.float64)
         info["edits"] = edit_selection(case, knobs, sel, M64)
+        if knobs.selection_edit == "swap_below" and info["edits"]:
+            gaps = []
+            for r, t, before, after in info["edits"]:
+                old = [j for j in before if j not in after][0]
+                new = [j for j in after if j not in before][0]
+                gaps.append(M64[r, t, old] - M64[r, t, new])
+            info["edit_note"] = (f"; block scores {min(gaps):.4g} to {max(gaps):.4g} below the block they replace "
+                                 f"(float64)")
     tensors = []
     if knobs.write_ids:
         ids = sel.astype(np.int32)
