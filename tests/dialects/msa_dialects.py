@@ -268,6 +268,11 @@ DIALECTS = {
                    declare={"topk_layout": "head_major", "lse_base": "e", "score_precision": "fp32",
                             "order": "strict"}),
         applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+    # the official indexer alone: I32 ids + F32 index_lse (indexer.forward), no attention outputs
+    "official_indexer": dict(
+        knobs=dict(index_scaling="prescale", order="strict_desc", index_lse="f32", attention="none", lse="none",
+                   declare={}),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
     # the same references, out written by a bf16 / fp16 kernel (the bf16 case is the old false pass)
     "official_bf16_out": dict(
         knobs=dict(index_scaling="prescale", order="strict_desc", index_lse="f32", attention="dense",

@@ -19,7 +19,7 @@ MUTATIONS = [
     # m3_prefill or fp16_scores: every row there has visible <= top_k (all blocks selected, nothing to swap).
     dict(kind="swap_5e-3_f32_out", expect="selection", knobs=SWAP,
          on=[("official", "m3_decode"), ("official", "chunked"), ("official", "init_local"),
-             ("official", "square"), ("official", "x_decode_f16")]),
+             ("official", "square"), ("official", "x_decode_f16"), ("official_indexer", "x_large_bf16")]),
     dict(kind="swap_5e-3_bf16_out", expect="selection", knobs=SWAP,
          on=[("official_bf16_out", "m3_decode"), ("official_bf16_out", "chunked"),
              ("official_bf16_out", "init_local"), ("official_bf16_out", "square")]),
@@ -108,10 +108,11 @@ MUTATIONS = [
     # there the unselected blocks' terms are exp(-thousands) = 0 in fp32, the same index_lse to the last bit.
     dict(kind="index_lse_all_visible", expect="index_lse", knobs=dict(index_lse_over="all_visible"),
          on=[("official", "chunked"), ("official", "init_local"), ("official", "square"),
-             ("official", "x_decode_f16")]),
+             ("official", "x_decode_f16"), ("official_indexer", "x_init_f16")]),
     # the index scale forgotten in index_lse (the ranking is unchanged: the scale is positive)
     dict(kind="index_lse_unscaled", expect="index_lse", knobs=dict(index_lse_scaled=False),
-         on=[("official", "chunked"), ("official", "init_local"), ("official", "square")]),
+         on=[("official", "chunked"), ("official", "init_local"), ("official", "square"),
+             ("official_indexer", "x_decode_f16"), ("official_indexer", "large_logits")]),
     # key pos + 1 scored by the index branch: index_lse takes one future key; not on decode-only cases (q_len 1:
     # pos + 1 is past the sequence, nothing changes)
     dict(kind="index_causal_off_by_one", expect="index_lse", knobs=dict(index_causal_offset=1),
