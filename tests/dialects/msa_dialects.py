@@ -30,6 +30,9 @@ implementation it imitates, cited where used:
                      base-2 online softmax with `lse_i = m_ij + tl.log2(...)`, `p.to(v.dtype)`, ids head-major
                      (msa.py: `topk_idx [num_kv_heads, total_q, topk]`). The ids are a set sorted ascending and the lse
                      is log2-domain (SPEC section 9); the candidate declares `lse_base` 2 and `order` any.
+  sglang_sentinel    the same, in the order SGLang's own top-k kernel and its naive reference write (sentinels 1e30
+                     init / 1e29 local, descending: forced blocks first), which differs from SPEC section 9's
+                     "sorted ids ascending".
   flashinfer         flashinfer, flashinfer/msa_ops/sparse_topk_select.py: `msa_topk_select` returns
                      (total_qo_len, num_qo_heads, topk) int32, QUERY-MAJOR, "Ascending KV-block indices; -1 entries are
                      tail-padded", from `msa_proxy_score` maxima of the UNSCALED causally-masked Q K^T logits; the
@@ -304,6 +307,14 @@ DIALECTS = {
     # python/sglang/srt/layers/attention/minimax_sparse_ops/prefill/flash_with_topk_idx.py
     "sglang": dict(
         knobs=dict(index_scaling="log2", order="ascending", attention="online", score_order="after",
+                   exp_base="2", p_round_to_v=True, out_dtype="input", lse="2",
+                   declare={"lse_base": "2", "order": "any"}),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+    # SGLang's own Triton top-k (prefill/flash_with_topk_idx.py `_topk_index_kernel`, and the naive reference
+    # naive/flash_with_topk_idx.py: INIT_SCORE = 1e30, LOCAL_SCORE = 1e29, torch.topk) writes the sentinel order
+    # of vLLM, not an ascending one: the same set, forced blocks first. Both orders are emulated.
+    "sglang_sentinel": dict(
+        knobs=dict(index_scaling="log2", order="sentinel", attention="online", score_order="after",
                    exp_base="2", p_round_to_v=True, out_dtype="input", lse="2",
                    declare={"lse_base": "2", "order": "any"}),
         applies=lambda c: c.score_format == "native" and c.pooling == "max"),

@@ -52,7 +52,8 @@ MUTATIONS = [
              ("official", "large_logits")]),
     # vLLM's sentinel order (init, local, then history) without its `order: any` declaration
     dict(kind="sentinel_order_undeclared", expect="order", knobs=dict(declare={"order": None}),
-         on=[("vllm", "chunked"), ("vllm", "init_local"), ("vllm", "x_init_f16"), ("vllm", "square")]),
+         on=[("vllm", "chunked"), ("vllm", "init_local"), ("vllm", "x_init_f16"), ("vllm", "square"),
+             ("sglang_sentinel", "large_logits")]),
     # query-major ids without the topk_layout declaration where total_q == Hidx: must be the layout error
     dict(kind="query_major_undeclared_square", expect="layout", knobs=dict(declare={"topk_layout": None}),
          on=[("official_decode", "square"), ("flashinfer", "square"), ("official_decode", "x_square_f32"),
@@ -102,7 +103,7 @@ MUTATIONS = [
     # SGLang's log2 lse without its lse_base declaration
     dict(kind="log2_lse_declared_natural", expect="lse", knobs=dict(declare={"lse_base": None}),
          on=[("sglang", "chunked"), ("sglang", "init_local"), ("sglang", "large_logits"), ("sglang", "square"),
-             ("sglang", "x_decode_f16")]),
+             ("sglang", "x_decode_f16"), ("sglang_sentinel", "x_init_f16")]),
     # --- index_lse ----------------------------------------------------------------------------------------------
     # over every visible block instead of the selected ones (differs where visible > top_k). Not on large_logits:
     # there the unselected blocks' terms are exp(-thousands) = 0 in fp32, the same index_lse to the last bit.
