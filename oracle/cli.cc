@@ -81,7 +81,20 @@ int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {
   check_command->add_option("--inputs", check.inputs, "inputs file (safetensors, file contract v1)")->required();
   check_command->add_option("--outputs", check.outputs, "their outputs file (safetensors)")->required();
   check_command->add_option("--precision", check.precision,
-                            "exact | fp32 | bf16 | fp16 (default: from the dtype of their out)");
+                            "exact | fp32 | bf16 | fp16: judge every float output at it (default: each at its own "
+                            "dtype, F64 exact, F32 fp32, BF16 bf16, F16 fp16)");
+  check_command->add_option("--score-precision", check.score_precision,
+                            "exact | fp32 | bf16 | fp16: the arithmetic of their ranked index scores, which sets tau "
+                            "(default: metadata score_precision, else exact for an all-F64 candidate, else fp32: "
+                            "kernels accumulate index scores in fp32)");
+  check_command->add_option("--order", check.order,
+                            "strict | any: strict wants the local block in the last valid slot, any reads the valid "
+                            "prefix as a set (default: metadata order, else strict)");
+  check_command->add_option("--topk-layout", check.topk_layout,
+                            "head_major [Hidx, total_q, top_k] | query_major [total_q, Hidx, top_k] (default: "
+                            "metadata topk_layout, else head_major)");
+  check_command->add_option("--lse-base", check.lse_base,
+                            "e | 2: the base of their lse and index_lse (default: metadata lse_base, else e)");
   check_command->add_option("--tau", check.tau, "selection tolerance (default: from a naive evaluation)")
       ->check(CLI::NonNegativeNumber);
   check_command->add_option("--json", check.json, "also write the report as JSON to this file");

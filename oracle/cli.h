@@ -45,10 +45,15 @@ struct RunOptions {
 int RunCommand(const RunOptions& options, const CliStreams& streams);
 
 // `msa check` (oracle/check_command.cc): judges an outside implementation's outputs.
+// Each empty rule option takes the outputs' __metadata__ key of the same name, else its default (SPEC section 5).
 struct CheckOptions {
   std::string inputs;
   std::string outputs;
-  std::string precision;        // empty: from the dtype of their `out` (F64 exact rules, F32 fp32, ...)
+  std::string precision;        // every float output judged at it; empty: each at its own dtype (F64 exact, ...)
+  std::string score_precision;  // the arithmetic of their ranked scores; default exact for an FP64 candidate, else fp32
+  std::string order;            // strict | any (default strict)
+  std::string topk_layout;      // head_major | query_major (default head_major)
+  std::string lse_base;         // e | 2 (default e)
   std::optional<double> tau;
   std::string json;             // empty: no JSON report
   int threads = 0;

@@ -1,56 +1,35 @@
-// The oracle's comparators (SPEC section 5).
+// The oracle's comparators (SPEC section 5): the judge's flow and the 2x rule for the float outputs.
 #include "oracle/compare.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <map>
+#include <numbers>
 #include <string>
+#include <tuple>
+#include <utility>
 
+#include "msa/forced_blocks.h"
+#include "oracle/error_floor.h"
+#include "oracle/judge_selection.h"
+#include "oracle/locator.h"
 #include "oracle/naive_lowp.h"
 #include "oracle/precision.h"
-#include "oracle/selection_contract.h"
 #include "reference/reference.h"
 
 namespace msa {
 namespace {
-
-// Locates flat element `index` of a tensor whose rows are [total_q, heads, inner] (query-major) or
-// [heads, total_q] (group-major, index tensors).
-struct Locator {
-  const Problem& problem;
-  std::vector<reference::QueryPlace> places;
-
-  explicit Locator(const Problem& p) : problem(p), places(reference::PlaceQueries(p.batch())) {}
-
-  Mismatch QueryMajor(int64_t index, int64_t heads, int64_t inner) const {
-    Mismatch m;
-    m.row = index / (heads * inner);
-    m.head = (index / inner) % heads;
-    m.index = inner > 1 ? index % inner : -1;
-    Place(&m);
-    return m;
-  }
-  Mismatch GroupMajor(int64_t index) const {
-    Mismatch m;
-    const int64_t total_q = problem.batch().total_q();
-    m.head = index / total_q;
-    m.row = index % total_q;
-    Place(&m);
-    return m;
-  }
-  void Place(Mismatch* m) const {
-    m->sequence = places[m->row].sequence;
-    m->query = m->row - problem.cu_seqlens_q[m->sequence];
-  }
-};
 
 // Bit equality, for our own FP64 backends.
 TensorVerdict JudgeBits(const std::string& name, const std::vector<double>& got, const std::vector<double>& expected,
                         const std::function<Mismatch(int64_t)>& locate, int max_listed) {
   TensorVerdict verdict;
   verdict.name = name;
+  verdict.precision = {Precision::kExact, "exact bits"};
   verdict.judged = true;
   verdict.elements = int64_t(got.size());
   for (int64_t i = 0; i < int64_t(got.size()); ++i) {
@@ -72,24 +51,32 @@ TensorVerdict JudgeBits(const std::string& name, const std::vector<double>& got,
   return verdict;
 }
 
-// The 2x rule: max|got - ref| <= 2 * max|naive - ref| + floor, floor = one ulp of the precision at max|ref|.
-// Elements where exactly one side is non-finite fail on their own.
+// The largest |naive - expected| over the elements where both are finite.
+double NaiveError(const std::vector<double>& naive, const std::vector<double>& expected) {
+  double error = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isfinite(expected[i]) && std::isfinite(naive[i])) error = std::max(error, std::abs(naive[i] - expected[i]));
+  }
+  return error;
+}
+
+// The 2x rule: max|got - ref| <= 2 * max(naive error, floor) + one ulp of the precision at max|ref|, the naive
+// error being the larger of its two scale orders. Elements where exactly one side is non-finite fail on their own.
 TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got, const std::vector<double>& expected,
-                        const std::vector<double>& naive, Precision precision,
+                        double naive_error, double floor, const Chosen<Precision>& precision,
                         const std::function<Mismatch(int64_t)>& locate, int max_listed) {
   TensorVerdict verdict;
   verdict.name = name;
-  verdict.ulp_precision = precision;
+  verdict.precision = precision;
   verdict.judged = true;
   verdict.elements = int64_t(got.size());
   double max_reference = 0, squared_error = 0, squared_reference = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::isfinite(expected[i])) {
-      max_reference = std::max(max_reference, std::abs(expected[i]));
-      if (std::isfinite(naive[i])) verdict.naive_error = std::max(verdict.naive_error, std::abs(naive[i] - expected[i]));
-    }
+  for (double value : expected) {
+    if (std::isfinite(value)) max_reference = std::max(max_reference, std::abs(value));
   }
-  verdict.bound = 2 * verdict.naive_error + UlpAt(max_reference, precision);
+  verdict.naive_error = naive_error;
+  verdict.floor = floor;
+  verdict.bound = 2 * std::max(naive_error, floor) + UlpAt(max_reference, precision.value);
   for (int64_t i = 0; i < int64_t(got.size()); ++i) {
     const bool finite_got = std::isfinite(got[i]), finite_expected = std::isfinite(expected[i]);
     double error;
@@ -106,7 +93,7 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
     Mismatch m = locate(i);
     m.got = got[i];
     m.expected = expected[i];
-    m.ulps = finite_got && finite_expected ? error / UlpAt(expected[i], precision) : HUGE_VAL;
+    m.ulps = finite_got && finite_expected ? error / UlpAt(expected[i], precision.value) : HUGE_VAL;
     if (verdict.worst.row < 0 || error > verdict.max_error) {
       verdict.max_error = error;
       verdict.worst = m;
@@ -123,53 +110,130 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
   return verdict;
 }
 
-// Selection agreement of one row (SPEC section 5). Returns "" when the row passes; counts near ties.
-std::string JudgeSelectionRow(const Config& config, const double* scores, int64_t visible, const int32_t* got,
-                              const int32_t* expected, double tau, bool exact_bits, SelectionVerdict* verdict) {
-  if (Status status = CheckSelectionRow(config, visible, got); !status.ok()) {
-    ++verdict->invalid_rows;
-    return "invalid: " + status.message();
-  }
-  const int64_t valid = std::min<int64_t>(visible, config.top_k);
-  if (exact_bits) {
-    if (std::equal(got, got + config.top_k, expected)) {
-      ++verdict->identical_rows;
-      return "";
+// Naive evaluations by (precision, scale order, part), computed once each on the attention's selection.
+class NaiveCache {
+ public:
+  NaiveCache(const Problem& problem, const std::vector<int32_t>& selection) : problem_(problem), selection_(selection) {}
+
+  const NaiveOutputs& Get(Precision precision, ScaleOrder order, bool index_part) {
+    const auto key = std::make_tuple(precision, order, index_part);
+    auto found = cache_.find(key);
+    if (found == cache_.end()) {
+      const NaiveParts parts{index_part, !index_part};
+      found = cache_.emplace(key, NaiveEvaluate(problem_, precision, selection_, order, parts)).first;
     }
-    ++verdict->violation_rows;
-    return "differs from the reference row (exact mode demands the canonical slots)";
+    return found->second;
   }
-  std::vector<char> chosen(visible, 0), reference_chosen(visible, 0);
-  for (int64_t slot = 0; slot < valid; ++slot) {
-    chosen[got[slot]] = 1;
-    reference_chosen[expected[slot]] = 1;
+
+ private:
+  const Problem& problem_;
+  const std::vector<int32_t>& selection_;
+  std::map<std::tuple<Precision, ScaleOrder, bool>, NaiveOutputs> cache_;
+};
+
+constexpr ScaleOrder kScaleOrders[] = {ScaleOrder::kScaleAfterDot, ScaleOrder::kPrescaledQuery};
+
+// The exact pooled block scores M [Hidx, total_q, max_blocks], before any score_format rounding: the reference's
+// block_scores, or (score_format fp16, whose block_scores are rounded) the reference's index branch run native.
+Status ExactBlockScores(const Problem& problem, const Outputs& reference, std::vector<double>* scores) {
+  if (problem.config.score_format == ScoreFormat::kNative) {
+    *scores = reference.block_scores;
+    return Status::Ok();
   }
-  if (chosen == reference_chosen) {
-    ++verdict->identical_rows;
-    return "";
-  }
-  // theta: the lowest FP64 score among the reference's ranked (non-forced) picks.
-  const int64_t local = visible - 1, init = std::min<int64_t>(config.init_blocks, local);
-  const int64_t ranked = std::min<int64_t>(config.top_k - init - 1, local - init);
-  double theta = HUGE_VAL;
-  for (int64_t slot = 0; slot < ranked; ++slot) theta = std::min(theta, scores[expected[slot]]);
-  for (int64_t b = init; b < local; ++b) {
-    if (!chosen[b] && scores[b] > theta + tau) {
-      ++verdict->violation_rows;
-      return "block " + std::to_string(b) + " (score " + std::to_string(scores[b]) + ") beats theta " +
-             std::to_string(theta) + " by more than tau but was not selected";
+  Config native = problem.config;
+  native.score_format = ScoreFormat::kNative;
+  native.precision = Precision::kExact;
+  std::vector<int32_t> topk(reference.topk_indices.size());
+  scores->assign(reference.block_scores.size(), 0);
+  return Select(*FindBackend("reference"), native, problem.index_inputs(), {topk.data(), scores->data(), nullptr});
+}
+
+// The largest binary16 step a candidate's fp16 block score can take within tau (score_format fp16) over the
+// blocks of `selection`: what its index_lse may differ by, on top of the fp32 error. 0 for native scores.
+double Fp16RoundingStep(const Problem& problem, const std::vector<double>& exact_scores,
+                        const std::vector<int32_t>& selection, double tau) {
+  const Config& c = problem.config;
+  if (c.score_format != ScoreFormat::kFp16) return 0;
+  const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
+  double step = 0;
+  for (int64_t row = 0; row < c.num_kv_heads * total_q; ++row) {
+    for (int64_t slot = 0; slot < c.top_k && selection[row * c.top_k + slot] >= 0; ++slot) {
+      const RankedInterval ranked =
+          RankedIntervalOf(c, exact_scores[row * max_blocks + selection[row * c.top_k + slot]], tau);
+      step = std::max(step, ranked.hi - ranked.lo);
     }
-    if (chosen[b] && scores[b] < theta - tau) {
-      ++verdict->violation_rows;
-      return "block " + std::to_string(b) + " (score " + std::to_string(scores[b]) + ") is below theta - tau = " +
-             std::to_string(theta - tau) + " but was selected";
-    }
   }
-  ++verdict->near_tie_rows;
-  return "";
+  return step;
+}
+
+bool IsExact(const CandidateFormat& f, const Candidate& candidate) {
+  return f.score.value == Precision::kExact && (!candidate.out || f.out.value == Precision::kExact) &&
+         (!candidate.lse || f.lse.value == Precision::kExact) &&
+         (!candidate.index_lse || f.index_lse.value == Precision::kExact);
+}
+
+std::vector<double> ToLseBase(std::vector<double> values, LseBase base) {
+  if (base == LseBase::kTwo) {
+    for (double& value : values) value *= std::numbers::log2e;
+  }
+  return values;
 }
 
 }  // namespace
+
+std::string_view TopkLayoutName(TopkLayout layout) {
+  return layout == TopkLayout::kQueryMajor ? "query_major" : "head_major";
+}
+
+bool ParseTopkLayout(std::string_view name, TopkLayout* layout) {
+  for (TopkLayout l : {TopkLayout::kHeadMajor, TopkLayout::kQueryMajor}) {
+    if (TopkLayoutName(l) == name) {
+      *layout = l;
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string_view LseBaseName(LseBase base) { return base == LseBase::kTwo ? "2" : "e"; }
+
+bool ParseLseBase(std::string_view name, LseBase* base) {
+  for (LseBase b : {LseBase::kE, LseBase::kTwo}) {
+    if (LseBaseName(b) == name) {
+      *base = b;
+      return true;
+    }
+  }
+  return false;
+}
+
+CandidateFormat BackendFormat(const Problem& problem, Precision precision) {
+  CandidateFormat format;
+  const std::string from = "the backend ran at " + std::string(PrecisionName(precision));
+  format.out = {precision, from};
+  if (precision == Precision::kExact) {
+    format.score = format.lse = format.index_lse = {precision, from};
+    return format;
+  }
+  // Whether the backend's rounding of its inputs to `precision` leaves these tensors unchanged.
+  const auto unchanged = [precision](std::initializer_list<const SafetensorsTensor*> tensors) {
+    for (const SafetensorsTensor* tensor : tensors) {
+      const TensorView view = ViewOf(*tensor);
+      for (int64_t i = 0; i < view.rows * view.heads * view.dim; ++i) {
+        const double value = LoadAsDouble(view.data, view.dtype, i);
+        if (RoundToPrecision(value, precision) != value) return false;
+      }
+    }
+    return true;
+  };
+  // Kernels accumulate scores and keep lse in fp32; on inputs the backend rounded, they are judged at its precision.
+  const bool index_unchanged = unchanged({&problem.index_q, &problem.index_k});
+  format.lse = {unchanged({&problem.q, &problem.k}) ? Precision::kFp32 : precision, from};
+  format.index_lse = {index_unchanged ? Precision::kFp32 : precision, from};
+  const bool fp8_index = problem.config.index_format == IndexFormat::kE4M3 && precision != Precision::kFp32;
+  format.score = {index_unchanged && !fp8_index ? Precision::kFp32 : precision, from};
+  return format;
+}
 
 bool Verdict::passed() const {
   if (!selection.passed) return false;
@@ -182,7 +246,7 @@ bool Verdict::passed() const {
 Status Judge(const Problem& problem, const Outputs& reference, const Candidate& candidate, const JudgeOptions& options,
              Verdict* verdict) {
   const Config& c = problem.config;
-  const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
+  const int64_t total_q = problem.batch().total_q();
   const auto check_size = [](const char* name, size_t got, int64_t expected) {
     if (int64_t(got) == expected) return Status::Ok();
     return InvalidArgument(std::string(name) + " has " + std::to_string(got) + " elements: must have " +
@@ -194,97 +258,125 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   if (candidate.index_lse) MSA_RETURN_IF_ERROR(check_size("index_lse", candidate.index_lse->size(), c.num_kv_heads * total_q));
 
   *verdict = Verdict{};
-  verdict->precision = options.precision;
-  verdict->exact_bits = options.precision == Precision::kExact && options.exact_bits;
+  const CandidateFormat format = options.format ? *options.format : BackendFormat(problem, options.precision);
+  verdict->format = format;
+  verdict->exact_bits = options.exact_bits && IsExact(format, candidate);
   const Locator locator(problem);
 
-  // The candidate's attention outputs, if any, are judged against expectations computed below; a candidate
-  // that supplies only a selection needs none of them (no naive attention, no reference attention).
-  const bool judges_attention = candidate.out || candidate.lse || candidate.index_lse;
-
-  // The naive evaluation on the reference selection gives tau (from its block-score error, which does not
-  // depend on the selection, so a selection-only judgement evaluates the block scores alone).
-  NaiveOutputs naive;
-  if (judges_attention) {
-    naive = NaiveEvaluate(problem, options.precision, reference.topk_indices);
-  } else {
-    naive.block_scores = NaiveBlockScores(problem, options.precision);
-  }
-  double score_error = 0, max_score = 0;
-  for (size_t i = 0; i < reference.block_scores.size(); ++i) {
-    if (!std::isfinite(reference.block_scores[i])) continue;
-    score_error = std::max(score_error, std::abs(naive.block_scores[i] - reference.block_scores[i]));
-    max_score = std::max(max_score, std::abs(reference.block_scores[i]));
-  }
+  // tau: twice the larger of the naive block-score error at the score precision (both scale orders) and the
+  // error analysis' floor, plus one ulp; or the user's.
+  std::vector<double> exact_scores;
+  MSA_RETURN_IF_ERROR(ExactBlockScores(problem, reference, &exact_scores));
   SelectionVerdict& selection = verdict->selection;
-  selection.tau = options.tau ? *options.tau : 2 * score_error + UlpAt(max_score, options.precision);
-
-  // Selection: validity and agreement, row by row.
-  bool selection_usable = false;
-  if (candidate.topk_indices) {
-    selection.judged = true;
-    selection_usable = true;
-    for (int64_t r = 0; r < c.num_kv_heads; ++r) {
-      for (int64_t t = 0; t < total_q; ++t) {
-        const int64_t row = r * total_q + t;
-        const int64_t visible = locator.places[t].position / c.block_size + 1;
-        const int64_t invalid_before = selection.invalid_rows;
-        const std::string why = JudgeSelectionRow(c, &reference.block_scores[row * max_blocks], visible,
-                                                  &(*candidate.topk_indices)[row * c.top_k],
-                                                  &reference.topk_indices[row * c.top_k], selection.tau,
-                                                  verdict->exact_bits, &selection);
-        ++selection.rows;
-        if (selection.invalid_rows > invalid_before) selection_usable = false;
-        if (!why.empty() && int(selection.listed.size()) < options.max_listed) {
-          Mismatch m = locator.GroupMajor(row);
-          m.why = why;
-          selection.listed.push_back(m);
-        }
-      }
+  if (options.tau) {
+    selection.tau = *options.tau;
+    selection.tau_from = "given";
+  } else if (verdict->exact_bits) {
+    selection.tau_from = "exact bits: the canonical slots";
+  } else if (candidate.topk_indices || c.score_format == ScoreFormat::kFp16) {  // fp16: index_lse's step needs tau
+    double score_error = 0, max_score = 0;
+    for (ScaleOrder order : kScaleOrders) {
+      score_error = std::max(score_error, NaiveError(NaiveBlockScores(problem, format.score.value, order), exact_scores));
     }
-    selection.passed = selection.invalid_rows == 0 && selection.violation_rows == 0;
+    for (double score : exact_scores) {
+      if (std::isfinite(score)) max_score = std::max(max_score, std::abs(score));
+    }
+    const double floor = ErrorFloorsOf(problem, format.score.value).index_score;
+    selection.tau = 2 * std::max(score_error, floor) + UlpAt(max_score, format.score.value);
+    char text[160];
+    std::snprintf(text, sizeof(text), "2 * max(naive %s block-score error %.3g, floor %.3g) + 1 ulp",
+                  std::string(PrecisionName(format.score.value)).c_str(), score_error, floor);
+    selection.tau_from = text;
   }
 
-  // Attention is judged on the candidate's own selection when it is valid (a near-tie flip is then never an
-  // attention error), else on the reference selection. The expectations are recomputed on the candidate's
-  // selection only for the tensors it supplies, and only when some row holds other blocks than the
-  // reference's: attention, index_lse and the naive evaluation read each row as a set, so a reordered row
-  // gives the reference's values.
-  const bool own_selection = selection_usable && judges_attention &&
-                             !SameBlockSets(*candidate.topk_indices, reference.topk_indices, c.top_k);
-  verdict->attention_selection = selection_usable ? "candidate" : "reference";
+  // Selection: validity, order, layout and agreement, row by row. Attention is judged on the candidate's own
+  // selection when it is usable (a near-tie flip is then never an attention error), else on the reference's.
+  std::vector<int32_t> attention_selection = reference.topk_indices;
+  bool own_selection = false;
+  if (candidate.topk_indices) {
+    const SelectionExpectation expected{&reference.topk_indices, &exact_scores, selection.tau};
+    std::vector<int32_t> usable =
+        JudgeSelection(problem, expected, *candidate.topk_indices, format.topk_layout.value, format.order.value,
+                       verdict->exact_bits, options.max_listed, &selection);
+    if (!usable.empty()) {
+      own_selection = !SameBlockSets(usable, reference.topk_indices, c.top_k);
+      attention_selection = std::move(usable);
+      verdict->attention_selection = "candidate";
+    } else {
+      verdict->attention_selection = "reference";
+    }
+  } else {
+    verdict->attention_selection = "reference";
+  }
+  if (!candidate.out && !candidate.lse && !candidate.index_lse) return Status::Ok();
+
+  // Expectations on the attention's selection: the reference's outputs, recomputed only where the candidate's
+  // own selection holds other blocks (attention and index_lse read each row as a set).
   std::vector<double> expected_out = reference.out, expected_lse = reference.lse, expected_index_lse = reference.index_lse;
   if (own_selection) {
-    const SelectionView view{candidate.topk_indices->data()};
+    const SelectionView view{attention_selection.data()};
     if (candidate.out || candidate.lse) {
-      const Backend& ref = *FindBackend("reference");
-      MSA_RETURN_IF_ERROR(ref.attend(c, problem.attention_inputs(), view, {expected_out.data(), expected_lse.data()}, {}));
+      MSA_RETURN_IF_ERROR(reference::AttendSelected(c, problem.attention_inputs(), view,
+                                                    {expected_out.data(), expected_lse.data()}, {}));
     }
     if (candidate.index_lse) {
-      MSA_RETURN_IF_ERROR(reference::IndexLseForSelection(c, problem.index_inputs(), view, expected_index_lse.data()));
+      Config exact = c;
+      exact.precision = Precision::kExact;
+      IndexInputs inputs = problem.index_inputs();
+      std::vector<double> rounded_q, rounded_k;  // index_format e4m3: the values every backend saw
+      if (c.index_format == IndexFormat::kE4M3) {
+        rounded_q = reference::Widen(inputs.index_q);
+        rounded_k = reference::Widen(inputs.index_k);
+        for (double& value : rounded_q) value = RoundToE4M3(value);
+        for (double& value : rounded_k) value = RoundToE4M3(value);
+        inputs.index_q = PackedView(rounded_q.data(), DType::kF64, inputs.index_q.rows, inputs.index_q.heads, inputs.index_q.dim);
+        inputs.index_k = PackedView(rounded_k.data(), DType::kF64, inputs.index_k.rows, inputs.index_k.heads, inputs.index_k.dim);
+      }
+      MSA_RETURN_IF_ERROR(reference::IndexLseForSelection(exact, inputs, view, expected_index_lse.data()));
     }
-    naive = NaiveEvaluate(problem, options.precision, *candidate.topk_indices);
   }
 
-  // out is stored in the judged precision; lse and index_lse are kept in the accumulator's (fp32 for every
-  // low precision), which sets their one-ulp floor and the unit of their ulps.
-  Precision accumulator = options.precision == Precision::kExact ? Precision::kExact : Precision::kFp32;
-  if (SignificandBits(candidate.lse_stored_as) < SignificandBits(accumulator)) accumulator = candidate.lse_stored_as;
+  NaiveCache naive(problem, attention_selection);
+  const double fp16_step = Fp16RoundingStep(problem, exact_scores, attention_selection, selection.tau);
   const int max_listed = options.max_listed;
-  const auto judge = [&](const char* name, const std::optional<std::vector<double>>& got,
-                         const std::vector<double>& expected, const std::vector<double>& naive_values,
-                         Precision precision, const std::function<Mismatch(int64_t)>& locate) {
-    if (!got) return;
-    verdict->tensors.push_back(verdict->exact_bits
-                                   ? JudgeBits(name, *got, expected, locate, max_listed)
-                                   : JudgeRule(name, *got, expected, naive_values, precision, locate, max_listed));
+  const double base_scale = format.lse_base.value == LseBase::kTwo ? std::numbers::log2e : 1.0;
+  struct Judged {
+    const char* name;
+    const std::optional<std::vector<double>>& got;
+    const std::vector<double>& expected;
+    const Chosen<Precision>& precision;
+    bool index_part, is_lse;
+    std::vector<double> NaiveOutputs::*naive_values;
+    double ErrorFloors::*floor;
+    double extra_floor;
+    std::function<Mismatch(int64_t)> locate;
   };
-  judge("out", candidate.out, expected_out, naive.out, options.precision,
-        [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.value_dim); });
-  judge("lse", candidate.lse, expected_lse, naive.lse, accumulator,
-        [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, 1); });
-  judge("index_lse", candidate.index_lse, expected_index_lse, naive.index_lse, accumulator,
-        [&](int64_t i) { return locator.GroupMajor(i); });
+  const Judged judged[] = {
+      {"out", candidate.out, expected_out, format.out, false, false, &NaiveOutputs::out, &ErrorFloors::out, 0,
+       [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.value_dim); }},
+      {"lse", candidate.lse, expected_lse, format.lse, false, true, &NaiveOutputs::lse, &ErrorFloors::lse, 0,
+       [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, 1); }},
+      {"index_lse", candidate.index_lse, expected_index_lse, format.index_lse, true, true, &NaiveOutputs::index_lse,
+       &ErrorFloors::index_lse, fp16_step, [&](int64_t i) { return locator.GroupMajor(i); }},
+  };
+  for (const Judged& j : judged) {
+    if (!j.got) continue;
+    if (verdict->exact_bits) {
+      verdict->tensors.push_back(JudgeBits(j.name, *j.got, j.expected, j.locate, max_listed));
+      continue;
+    }
+    // lse and index_lse are judged in the candidate's base: the expectation, naive errors and floor scaled.
+    const double scale = j.is_lse ? base_scale : 1.0;
+    const std::vector<double> expected = j.is_lse ? ToLseBase(j.expected, format.lse_base.value) : j.expected;
+    double naive_error = 0;
+    for (ScaleOrder order : kScaleOrders) {
+      const NaiveOutputs& outputs = naive.Get(j.precision.value, order, j.index_part);
+      naive_error = std::max(naive_error, NaiveError(outputs.*j.naive_values, j.expected));
+    }
+    const double floor = ErrorFloorsOf(problem, j.precision.value).*j.floor + j.extra_floor;
+    verdict->tensors.push_back(
+        JudgeRule(j.name, *j.got, expected, scale * naive_error, scale * floor, j.precision, j.locate, max_listed));
+  }
   return Status::Ok();
 }
 

@@ -7,31 +7,68 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "oracle/problem.h"
+#include "oracle/selection_contract.h"
 
 namespace msa {
 
+// How a candidate lays out topk_indices (SPEC section 5): [Hidx, total_q, top_k] or [total_q, Hidx, top_k].
+enum class TopkLayout { kHeadMajor, kQueryMajor };
+std::string_view TopkLayoutName(TopkLayout layout);  // "head_major", "query_major"
+bool ParseTopkLayout(std::string_view name, TopkLayout* layout);
+
+// The base of a candidate's lse and index_lse: natural (e) or log2-domain (2).
+enum class LseBase { kE, kTwo };
+std::string_view LseBaseName(LseBase base);  // "e", "2"
+bool ParseLseBase(std::string_view name, LseBase* base);
+
+// A rule's setting and where it came from, for the report ("its dtype BF16", "--order", "metadata", ...).
+template <typename T>
+struct Chosen {
+  T value{};
+  std::string from;
+};
+
+// How a candidate computed and stored its outputs, which sets the rules it is judged by (SPEC section 5).
+struct CandidateFormat {
+  // The arithmetic of the index scores it ranked: sets tau. kExact only for FP64 candidates.
+  Chosen<Precision> score{Precision::kFp32, "default"};
+  // The precision each float output is judged at (its own dtype unless overridden).
+  Chosen<Precision> out{Precision::kExact, "default"}, lse{Precision::kExact, "default"},
+      index_lse{Precision::kExact, "default"};
+  Chosen<TopkLayout> topk_layout{TopkLayout::kHeadMajor, "default"};
+  Chosen<SelectionOrder> order{SelectionOrder::kStrict, "default"};
+  Chosen<LseBase> lse_base{LseBase::kE, "default"};
+};
+
+// The format of one of this project's backends run at `precision` on `problem`: head-major, strict order, base e,
+// out at the precision. Kernels accumulate index scores and keep lse and index_lse in fp32, so those are judged at
+// fp32, except where the backend's rounding of its inputs to the precision changed them (a bf16 backend given f32
+// inputs computes with bf16-rounded ones): then at the precision itself. The index scores of a low precision with
+// index_format e4m3 are judged at the precision too (Hopper's fp8 MMA accumulates with less than fp32 precision).
+// kExact: everything exact.
+CandidateFormat BackendFormat(const Problem& problem, Precision precision);
+
 // What is judged: any subset of the outputs of SPEC section 7, widened to double (selection as int32).
 struct Candidate {
-  std::optional<std::vector<int32_t>> topk_indices;  // [Hidx, total_q, top_k]
+  std::optional<std::vector<int32_t>> topk_indices;  // in the candidate's topk_layout
   std::optional<std::vector<double>> out;            // [total_q, Hq, Dv]
-  std::optional<std::vector<double>> lse;            // [total_q, Hq]
-  std::optional<std::vector<double>> index_lse;      // [Hidx, total_q]
-  // The format lse and index_lse were stored in, when coarser than the accumulator's (fp32 at every low
-  // precision): a bf16 lse carries a bf16 rounding, which widens its one-ulp floor.
-  Precision lse_stored_as = Precision::kExact;
+  std::optional<std::vector<double>> lse;            // [total_q, Hq], in the candidate's lse_base
+  std::optional<std::vector<double>> index_lse;      // [Hidx, total_q], in the candidate's lse_base
 };
 
 struct JudgeOptions {
-  // The arithmetic the candidate used. kExact demands the canonical bits (our own FP64 backends); any other
-  // precision is judged by the oracle rules against a naive evaluation in that precision. For an outside
-  // FP64 implementation (any order) use Precision::kExact with exact_bits = false.
+  // This project's backends: the precision it ran at, which sets the format (BackendFormat). kExact with
+  // exact_bits demands the canonical bits; any other precision is judged by the oracle rules.
   Precision precision = Precision::kExact;
-  bool exact_bits = true;           // with kExact: bit equality (true) or the rules at FP64 (false)
-  std::optional<double> tau;        // selection tolerance; default from the naive evaluation's score error
-  int max_listed = 8;               // mismatches listed per tensor
+  // Outside candidates (msa check): how they computed and stored their outputs; replaces BackendFormat.
+  std::optional<CandidateFormat> format;
+  bool exact_bits = true;     // when every output and the scores are exact: bit equality, else the rules at FP64
+  std::optional<double> tau;  // selection tolerance; default from the naive evaluation's score error
+  int max_listed = 8;         // mismatches listed per tensor
 };
 
 // One element that broke a rule, located in the batch.
@@ -45,24 +82,36 @@ struct Mismatch {
   std::string why;                    // for selection rows: the rule that failed
 };
 
+// How topk_indices was read: the layout assumed, and whether its shape could have told.
+struct LayoutVerdict {
+  TopkLayout assumed = TopkLayout::kHeadMajor;
+  bool ambiguous = false;          // total_q == Hidx: both layouts have the same shape
+  bool transposed_passes = false;  // the assumed reading failed and the other one passes: a layout error
+};
+
 struct SelectionVerdict {
   bool judged = false, passed = true;
   int64_t rows = 0;
-  int64_t invalid_rows = 0;        // break the contract (ids, duplicates, count, local last, init, padding)
+  int64_t invalid_rows = 0;        // break the contract (ids, duplicates, count, forced blocks, padding)
+  int64_t order_fault_rows = 0;    // valid as sets, but the local block is not last (order strict)
   int64_t identical_rows = 0;      // the same set as the reference
   int64_t near_tie_rows = 0;       // a different set, every difference within tau of the threshold: counted
   int64_t violation_rows = 0;      // a must-select block missed, or a block below theta - tau selected
   double tau = 0;
-  std::vector<Mismatch> listed;    // first bad rows
+  std::string tau_from;            // how tau was set
+  LayoutVerdict layout;
+  std::vector<Mismatch> listed;        // first bad rows (invalid or violating)
+  std::vector<Mismatch> order_listed;  // first order-fault rows, with the slot found in `index`
 };
 
 struct TensorVerdict {
   std::string name;
-  Precision ulp_precision = Precision::kExact;  // the format whose ulps measure this tensor
+  Chosen<Precision> precision;  // the precision it was judged at, whose ulps measure it
   bool judged = false, passed = true;
   int64_t elements = 0, mismatches = 0, one_sided_nonfinite = 0;
   double max_error = 0;        // max |got - expected|
-  double naive_error = 0;      // max |naive - expected| in the judged precision
+  double naive_error = 0;      // max |naive - expected| in the judged precision, the larger of both scale orders
+  double floor = 0;            // the error analysis' floor (a few ulps of the magnitudes involved)
   double bound = 0;            // 2 * naive_error + floor (exact bits: 0)
   double nmse = 0, relative_l2 = 0;
   double max_ulps = 0;
@@ -71,22 +120,22 @@ struct TensorVerdict {
 };
 
 struct Verdict {
-  Precision precision = Precision::kExact;
+  CandidateFormat format;
   bool exact_bits = true;
   SelectionVerdict selection;
   std::vector<TensorVerdict> tensors;  // out, lse, index_lse: those the candidate supplied
   // Which selection the attention expectation was computed on: "candidate" when the candidate supplied a
-  // valid selection (so a near-tie flip never shows as an attention error), else "reference".
+  // usable selection (so a near-tie flip never shows as an attention error), else "reference".
   std::string attention_selection;
   bool passed() const;
 };
 
-// Judges `candidate` on `problem`, given the reference's outputs on it (RunBackend with "reference").
+// Judges `candidate` on `problem`, given the reference's outputs on it (RunReference).
 // Errors (Status) only for malformed candidates: wrong sizes. A wrong answer is a failed Verdict.
 Status Judge(const Problem& problem, const Outputs& reference, const Candidate& candidate,
              const JudgeOptions& options, Verdict* verdict);
 
-// A short human report: what passed, what failed, the worst positions.
+// A short human report: which rules applied and why, what passed, what failed, the worst positions.
 std::string FormatVerdict(const Verdict& verdict);
 // The same as JSON.
 std::string VerdictToJson(const Verdict& verdict);

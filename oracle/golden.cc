@@ -284,7 +284,8 @@ Status StoredOutputs(const SafetensorsFile& file, const Problem& problem, Output
 
 // One line on a verdict: the selection's row counts and each tensor's worst error against its bound.
 std::string SummarizeVerdict(const Verdict& verdict) {
-  std::string text = "judged at " + std::string(PrecisionName(verdict.precision)) + ":";
+  std::string text = "judged at " + std::string(PrecisionName(verdict.format.out.value)) + " (scores " +
+                     std::string(PrecisionName(verdict.format.score.value)) + "):";
   const SelectionVerdict& s = verdict.selection;
   if (s.judged) {
     text += " selection " + std::to_string(s.identical_rows) + "/" + std::to_string(s.rows) + " rows identical, " +

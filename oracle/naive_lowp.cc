@@ -14,13 +14,13 @@ namespace {
 template <typename A>
 class NaiveEvaluator {
  public:
-  // With `scores_only`, only the index inputs are rounded, for BlockScores (Evaluate must not be called).
-  NaiveEvaluator(const Problem& problem, Precision precision, bool scores_only = false)
-      : problem_(problem), config_(problem.config), precision_(precision),
+  // Only the inputs of the parts asked for are rounded; Evaluate may then compute only those parts.
+  NaiveEvaluator(const Problem& problem, Precision precision, ScaleOrder order, NaiveParts parts)
+      : problem_(problem), config_(problem.config), precision_(precision), order_(order), parts_(parts),
         places_(reference::PlaceQueries(problem.batch())) {
-    std::vector<std::pair<const SafetensorsTensor*, std::vector<double>*>> tensors = {
-        {&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}};
-    if (!scores_only) tensors.insert(tensors.end(), {{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_}});
+    std::vector<std::pair<const SafetensorsTensor*, std::vector<double>*>> tensors;
+    if (parts.index) tensors.insert(tensors.end(), {{&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}});
+    if (parts.attention) tensors.insert(tensors.end(), {{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_}});
     for (auto [tensor, widened] : tensors) {
       *widened = reference::Widen(ViewOf(*tensor));
       // Each element is rounded on its own, so any split over threads gives the same values.
@@ -30,6 +30,12 @@ class NaiveEvaluator {
       const bool e4m3 = config_.index_format == IndexFormat::kE4M3 && (widened == &index_q_ || widened == &index_k_);
 #pragma omp parallel for schedule(static) if (size >= 65536)
       for (int64_t i = 0; i < size; ++i) values[i] = Round(e4m3 ? RoundToE4M3(values[i]) : values[i]);
+    }
+    // kPrescaledQuery: the queries carry their scale, rounded as a kernel's registers would hold them.
+    if (order == ScaleOrder::kPrescaledQuery) {
+      for (auto [values, scale] : {std::pair{&index_q_, config_.IndexScale()}, std::pair{&q_, config_.SoftmaxScale()}}) {
+        for (double& value : *values) value = Round(double(A(value) * A(scale)));
+      }
     }
   }
 
@@ -51,17 +57,21 @@ class NaiveEvaluator {
     const Config& c = config_;
     const int64_t total_q = problem_.batch().total_q(), max_blocks = MaxBlocks(c, problem_.batch());
     NaiveOutputs result;
-    result.block_scores.assign(c.num_kv_heads * total_q * max_blocks, -std::numeric_limits<double>::infinity());
-    result.index_lse.resize(c.num_kv_heads * total_q);
-    result.out.resize(total_q * c.num_q_heads * c.value_dim);
-    result.lse.resize(total_q * c.num_q_heads);
+    if (parts_.index) {
+      result.block_scores.assign(c.num_kv_heads * total_q * max_blocks, -std::numeric_limits<double>::infinity());
+      result.index_lse.resize(c.num_kv_heads * total_q);
+    }
+    if (parts_.attention) {
+      result.out.resize(total_q * c.num_q_heads * c.value_dim);
+      result.lse.resize(total_q * c.num_q_heads);
+    }
 #pragma omp parallel for schedule(dynamic, 4)
     for (int64_t t = 0; t < total_q; ++t) {
-      for (int64_t r = 0; r < c.num_kv_heads; ++r) {
+      for (int64_t r = 0; r < c.num_kv_heads && parts_.index; ++r) {
         const int32_t* row = &selection[(r * total_q + t) * c.top_k];
         IndexRow(t, r, row, &result.block_scores[(r * total_q + t) * max_blocks], &result.index_lse[r * total_q + t]);
       }
-      for (int64_t h = 0; h < c.num_q_heads; ++h) {
+      for (int64_t h = 0; h < c.num_q_heads && parts_.attention; ++h) {
         const int32_t* row = &selection[((h / c.group_size()) * total_q + t) * c.top_k];
         AttendRow(t, h, row, &result.out[(t * c.num_q_heads + h) * c.value_dim], &result.lse[t * c.num_q_heads + h]);
       }
@@ -78,8 +88,9 @@ class NaiveEvaluator {
     return sum;
   }
 
-  // score = R(R(dot) * scale)
+  // kScaleAfterDot: R(R(dot(a, b)) * scale); kPrescaledQuery: R(dot(a, b)), `a` already holding R(q * scale).
   double Score(const double* a, const double* b, int64_t n, double scale) const {
+    if (order_ == ScaleOrder::kPrescaledQuery) return Round(double(Dot(a, b, n)));
     return Round(double(A(Round(double(Dot(a, b, n)))) * A(scale)));
   }
 
@@ -91,13 +102,18 @@ class NaiveEvaluator {
     return double(m + std::log(l));
   }
 
-  // The selected blocks' visible keys, ascending.
-  std::vector<int64_t> SelectedKeys(int64_t position, const int32_t* row) const {
+  // The blocks of a row's valid prefix, ascending.
+  std::vector<int32_t> SortedBlocks(const int32_t* row) const {
     std::vector<int32_t> blocks;
     for (int64_t slot = 0; slot < config_.top_k && row[slot] >= 0; ++slot) blocks.push_back(row[slot]);
     std::sort(blocks.begin(), blocks.end());
+    return blocks;
+  }
+
+  // The selected blocks' visible keys, ascending.
+  std::vector<int64_t> SelectedKeys(int64_t position, const int32_t* row) const {
     std::vector<int64_t> keys;
-    for (int32_t b : blocks) {
+    for (int32_t b : SortedBlocks(row)) {
       for (int64_t s = int64_t(b) * config_.block_size; s < std::min<int64_t>((b + 1) * int64_t(config_.block_size), position + 1); ++s) {
         keys.push_back(s);
       }
@@ -133,7 +149,17 @@ class NaiveEvaluator {
     }
     if (index_lse == nullptr) return;  // BlockScores: no selection
     std::vector<double> selected;
-    for (int64_t s : SelectedKeys(place.position, row)) selected.push_back(tokens[s]);
+    if (c.score_format == ScoreFormat::kNative) {
+      for (int64_t s : SelectedKeys(place.position, row)) selected.push_back(tokens[s]);
+    } else {  // fp16: one term fp16(M[b]) + log(sum exp(x - M[b])) per selected block
+      for (int32_t b : SortedBlocks(row)) {
+        const int64_t first = int64_t(b) * bk, last = std::min(first + bk, place.position + 1);
+        const A m = A(block_scores[b]);
+        A sum = 0;
+        for (int64_t s = first; s < last; ++s) sum += std::exp(A(tokens[s]) - m);
+        selected.push_back(double(A(RoundToBinary16(block_scores[b])) + std::log(sum)));
+      }
+    }
     *index_lse = LogSumExp(selected);
   }
 
@@ -163,20 +189,24 @@ class NaiveEvaluator {
   const Problem& problem_;
   const Config& config_;
   Precision precision_;
+  ScaleOrder order_;
+  NaiveParts parts_;
   std::vector<reference::QueryPlace> places_;
   std::vector<double> q_, k_, v_, index_q_, index_k_;  // widened and rounded to the precision
 };
 
 }  // namespace
 
-NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection) {
-  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision).Evaluate(selection);
-  return NaiveEvaluator<float>(problem, precision).Evaluate(selection);
+NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection,
+                           ScaleOrder order, NaiveParts parts) {
+  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, order, parts).Evaluate(selection);
+  return NaiveEvaluator<float>(problem, precision, order, parts).Evaluate(selection);
 }
 
-std::vector<double> NaiveBlockScores(const Problem& problem, Precision precision) {
-  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, true).BlockScores();
-  return NaiveEvaluator<float>(problem, precision, true).BlockScores();
+std::vector<double> NaiveBlockScores(const Problem& problem, Precision precision, ScaleOrder order) {
+  const NaiveParts index_only{true, false};
+  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, order, index_only).BlockScores();
+  return NaiveEvaluator<float>(problem, precision, order, index_only).BlockScores();
 }
 
 }  // namespace msa

@@ -3,34 +3,60 @@
 #include <algorithm>
 #include <string>
 
+#include "msa/forced_blocks.h"
 #include "reference/reference.h"
 
 namespace msa {
 
-Status CheckSelectionRow(const Config& config, int64_t visible, const int32_t* row) {
-  const int64_t valid = std::min<int64_t>(visible, config.top_k), local = visible - 1;
+std::string_view SelectionOrderName(SelectionOrder order) { return order == SelectionOrder::kAny ? "any" : "strict"; }
+
+bool ParseSelectionOrder(std::string_view name, SelectionOrder* order) {
+  for (SelectionOrder o : {SelectionOrder::kStrict, SelectionOrder::kAny}) {
+    if (SelectionOrderName(o) == name) {
+      *order = o;
+      return true;
+    }
+  }
+  return false;
+}
+
+RowFault ClassifySelectionRow(const Config& config, int64_t visible, const int32_t* row, SelectionOrder order) {
+  const auto invalid = [](std::string message) { return RowFault{RowFault::Kind::kInvalid, std::move(message)}; };
+  const int64_t valid = std::min<int64_t>(visible, config.top_k);
+  const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
   std::vector<char> seen(visible, 0);
+  int64_t local_slot = -1;
   for (int64_t slot = 0; slot < config.top_k; ++slot) {
     const int32_t id = row[slot];
     const std::string where = "slot " + std::to_string(slot) + " = " + std::to_string(id);
     if (slot >= valid) {
-      if (id != -1) return InvalidArgument(where + ": slots after the " + std::to_string(valid) + " valid ones must be -1");
+      if (id != -1) return invalid(where + ": slots after the " + std::to_string(valid) + " valid ones must be -1");
       continue;
     }
-    if (id < 0 || id >= visible) {
-      return InvalidArgument(where + ": ids must be in [0, " + std::to_string(visible) + ")");
-    }
-    if (seen[id]) return InvalidArgument(where + ": block selected twice");
+    if (id < 0 || id >= visible) return invalid(where + ": ids must be in [0, " + std::to_string(visible) + ")");
+    if (seen[id]) return invalid(where + ": block selected twice");
     seen[id] = 1;
+    if (id == forced.local) local_slot = slot;
   }
-  if (row[valid - 1] != local) {
-    return InvalidArgument("slot " + std::to_string(valid - 1) + " = " + std::to_string(row[valid - 1]) +
-                           ": the last valid slot must hold the local block " + std::to_string(local));
+  for (int64_t b = 0; b < forced.init_end; ++b) {
+    if (!seen[b]) return invalid("init block " + std::to_string(b) + " is missing");
   }
-  for (int64_t b = 0; b < std::min<int64_t>(config.init_blocks, local); ++b) {
-    if (!seen[b]) return InvalidArgument("init block " + std::to_string(b) + " is missing");
+  for (int64_t b = forced.local_begin; b < forced.local; ++b) {
+    if (!seen[b]) return invalid("forced local block " + std::to_string(b) + " is missing");
   }
-  return Status::Ok();
+  if (local_slot < 0) return invalid("the local block " + std::to_string(forced.local) + " is missing");
+  if (order == SelectionOrder::kStrict && local_slot != valid - 1) {
+    return RowFault{RowFault::Kind::kOrder,
+                    "the local block " + std::to_string(forced.local) + " is in slot " + std::to_string(local_slot) +
+                        ", not in the last valid slot " + std::to_string(valid - 1),
+                    local_slot};
+  }
+  return RowFault{};
+}
+
+Status CheckSelectionRow(const Config& config, int64_t visible, const int32_t* row) {
+  const RowFault fault = ClassifySelectionRow(config, visible, row, SelectionOrder::kStrict);
+  return fault.kind == RowFault::Kind::kNone ? Status::Ok() : InvalidArgument(fault.message);
 }
 
 Status CheckSelection(const Problem& problem, const std::vector<int32_t>& topk_indices) {

@@ -79,14 +79,16 @@ TEST_F(CheckCommandTest, ReferenceOutputsPass) {
   ASSERT_TRUE(WriteSafetensors(Path("ref.safetensors"), file).ok());
   EXPECT_EQ(Check({"--outputs", Path("ref.safetensors")}), 0) << out_.str() << err_.str();
   EXPECT_NE(out_.str().find("RESULT: PASS"), std::string::npos);
-  EXPECT_NE(out_.str().find("rules: exact"), std::string::npos);  // F64 out: FP64 rules
+  EXPECT_NE(out_.str().find("    out: at exact (its dtype F64)"), std::string::npos);  // F64 out: FP64 rules
+  EXPECT_NE(out_.str().find("    scores: exact (default for an FP64 candidate)"), std::string::npos) << out_.str();
 }
 
 TEST_F(CheckCommandTest, Bf16RoundedAttentionPassesWithThePrecisionFromItsDtype) {
   const std::string theirs = WriteTheirs("bf16.safetensors", {Floats("out", DType::kBF16, {43, 4, 16}, reference_.out),
                                                               Floats("lse", DType::kBF16, {43, 4}, reference_.lse)});
   EXPECT_EQ(Check({"--outputs", theirs}), 0) << out_.str() << err_.str();
-  EXPECT_NE(out_.str().find("rules: bf16"), std::string::npos);
+  EXPECT_NE(out_.str().find("    out: at bf16 (its dtype BF16)"), std::string::npos) << out_.str();
+  EXPECT_NE(out_.str().find("    lse: at bf16 (its dtype BF16)"), std::string::npos) << out_.str();
 }
 
 TEST_F(CheckCommandTest, PerturbedOutputFailsWithItsPositionAndJson) {
