@@ -244,7 +244,10 @@ class Knobs:
     gqa_map: str = "div"                 # div (h // G) | mod (bug: h % Hkv)
     selection_group_shift: int = 0       # bug: group r attends with the selection of group (r + shift) % Hidx
     v_row_shift: int = 0                 # bug: value row s + shift read for key s
-    attn_causal_offset: int = 0          # bug: keys <= pos + offset attended
+    attn_causal_offset: int = 0          # bug: keys <= pos + offset attended (-1: the diagonal key left out)
+    attend_all_visible: bool = False     # bug: attention over every causal key, the selection ignored
+    index_group_shift: int = 0           # bug: group r ranks with index_q of group (r + shift) % Hidx
+    index_lse_base: str = "same"         # same (the lse's base) | e (bug when lse is base 2: index_lse left natural)
     max_shift: bool = True               # bug: False = exp without subtracting the (running) max
     online_rescale: bool = True          # bug: False = running max kept but acc / l never rescaled
     lse_add_max: bool = True             # bug: False = lse = log(l) without adding the max back
@@ -253,7 +256,7 @@ class Knobs:
     unwritten_row: int = -1              # bug: query row t of out (and lse) left zero
     # the selection, edited after ranking (bugs; attention runs on the edited selection)
     selection_edit: str = "none"         # none | swap_below | wrong_local | local_first | missing_init | duplicate |
-    #                                      beyond_visible | minus1_middle
+    #                                      beyond_visible | minus1_middle | pad_zero
     swap_gap: float = 5e-3
     edit_rows: int = 3                   # how many rows an edit touches (the hardest: few)
     # what the candidate declares (None = key absent)
@@ -437,7 +440,7 @@ def select(case, knobs):
     exact_max = np.full((case.Hidx, case.total_q, case.max_blocks), -np.inf, dtype=np.float32)
     for b, q0, q1, k0, k1 in case.seqs():
         for r in range(case.Hidx):
-            x = index_token_scores32(case, knobs, r, q0, q1, k0, k1)
+            x = index_token_scores32(case, knobs, (r + knobs.index_group_shift) % case.Hidx, q0, q1, k0, k1)
             M = block_max32(x, case.Bk)
             nb = M.shape[1]
             exact_max[r, q0:q1, :nb] = M
@@ -515,6 +518,9 @@ def edit_selection(case, knobs, sel, rank_scores):
             elif e == "beyond_visible" and hist and vis < case.max_blocks:
                 # a history id replaced by the first invisible block (vis): a future block
                 new = [vis if j == hist[0] else j for j in full]
+            elif e == "pad_zero" and len(row) < case.top_k:
+                # the -1 padding written as block 0 (a duplicate, or a block beyond the valid count)
+                new = row + [0] * (case.top_k - len(row))
             elif e == "minus1_middle" and len(row) >= 3:
                 # a -1 in the middle of the valid prefix (slot 1), the row otherwise intact
                 new = list(full)
@@ -614,7 +620,7 @@ def attend(case, knobs, sel):
             for j in range(rows.shape[1]):
                 col = rows[:, j]
                 insel |= (col[:, None] == kblock[None, :]) & (col[:, None] >= 0)
-            mask = insel & causal
+            mask = (insel | knobs.attend_all_visible) & causal
             qh = q32[q0:q1, h]
             kg = k32[k0:k1, g]
             vg = v32[vrows, g]
@@ -707,7 +713,7 @@ def emulate(case, knobs):
         tensors.append(("topk_indices", "I32", ids))
     if knobs.index_lse != "none":
         il = index_lse(case, knobs, sel, stored, exact_max)
-        if knobs.lse == "2":  # a log2-domain candidate writes both of its lse tensors in base 2
+        if knobs.lse == "2" and knobs.index_lse_base == "same":  # a log2 candidate writes both lse tensors in base 2
             il = (il * np.float32(LOG2E)).astype(np.float32)
         tensors.append(("index_lse", "F32", il))
     if knobs.attention != "none":

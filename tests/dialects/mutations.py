@@ -26,6 +26,10 @@ MUTATIONS = [
     dict(kind="swap_5e-3_f16_out", expect="selection", knobs=SWAP,
          on=[("official_f16_out", "m3_decode"), ("official_f16_out", "chunked"), ("official_f16_out", "square"),
              ("official_f16_out", "x_decode_f16")]),
+    # a smaller swap, 1e-3 below: inside the official validator's 5e-3 band, but ~100x the fp32 tau of SPEC 5
+    dict(kind="swap_1e-3", expect="selection", knobs=dict(selection_edit="swap_below", swap_gap=1e-3, edit_rows=3),
+         on=[("official", "m3_decode"), ("official_bf16_out", "chunked"), ("vllm", "init_local"),
+             ("official_indexer", "square"), ("flashinfer", "x_decode_f16")]),
     # the same swap in the ports' set-valued dialects and on fp16-stored scores (5e-3 below on the fp16 values)
     dict(kind="swap_5e-3_ports", expect="selection", knobs=SWAP,
          on=[("vllm", "chunked"), ("sglang", "square"), ("flashinfer", "init_local"), ("vllm", "x_large_bf16"),
@@ -38,6 +42,14 @@ MUTATIONS = [
     dict(kind="missing_init_block", expect="selection", knobs=dict(selection_edit="missing_init", edit_rows=3),
          on=[("official", "init_local"), ("vllm", "x_init_f16"), ("sglang", "x_large_bf16"),
              ("flashinfer", "init_local"), ("official_fp16_score", "x_fp16_ties")]),
+    # the -1 padding written as block 0 (rows with visible < top_k)
+    dict(kind="pad_with_zero", expect="selection", knobs=dict(selection_edit="pad_zero", edit_rows=3),
+         on=[("official", "chunked"), ("vllm", "init_local"), ("sglang", "x_init_f16"),
+             ("official_indexer", "x_fp16_prefill")]),
+    # group r ranked with group r+1's index query (ids valid, the wrong ones)
+    dict(kind="index_group_shift", expect="selection", knobs=dict(index_group_shift=1),
+         on=[("official", "chunked"), ("vllm", "square"), ("flashinfer", "init_local"),
+             ("official_indexer", "x_decode_f16")]),
     dict(kind="duplicate_id", expect="selection", knobs=dict(selection_edit="duplicate", edit_rows=3),
          on=[("official", "chunked"), ("vllm", "square"), ("sglang", "init_local"), ("flashinfer", "x_decode_f16")]),
     # a future block (id == visible) in place of a history block
@@ -78,6 +90,14 @@ MUTATIONS = [
     dict(kind="attn_causal_off_by_one", expect="out", knobs=dict(attn_causal_offset=1),
          on=[("official", "chunked"), ("vllm", "init_local"), ("sglang", "large_logits"),
              ("flashinfer", "x_init_f16"), ("official_decode", "x_decode_f16")]),
+    # the diagonal key (s == pos) left out: every query, decode included
+    dict(kind="attn_excludes_diagonal", expect="out", knobs=dict(attn_causal_offset=-1),
+         on=[("official", "square"), ("vllm", "chunked"), ("official_decode", "x_decode_f16"),
+             ("sglang", "large_logits")]),
+    # attention over every causal key, the selection ignored (differs where visible > top_k)
+    dict(kind="attend_all_visible", expect="out", knobs=dict(attend_all_visible=True),
+         on=[("official", "chunked"), ("vllm", "x_decode_f16"), ("flashinfer", "square"),
+             ("official_decode", "x_square_f32")]),
     dict(kind="softmax_scale_1_over_D", expect="out", knobs=dict(softmax_scale_rule="one_over_d"),
          on=[("official", "chunked"), ("vllm", "square"), ("sglang", "init_local"), ("flashinfer", "x_decode_f16")]),
     # head h reads kv head h % Hkv instead of h // G (differs whenever G > 1 and Hkv > 1)
@@ -105,6 +125,10 @@ MUTATIONS = [
          on=[("sglang", "chunked"), ("sglang", "init_local"), ("sglang", "large_logits"), ("sglang", "square"),
              ("sglang", "x_decode_f16"), ("sglang_sentinel", "x_init_f16")]),
     # --- index_lse ----------------------------------------------------------------------------------------------
+    # lse written base 2 (declared), index_lse left natural
+    dict(kind="index_lse_base_mixed", expect="index_lse",
+         knobs=dict(lse="2", index_lse_base="e", declare={"lse_base": "2"}),
+         on=[("official", "chunked"), ("official", "init_local"), ("official", "x_decode_f16")]),
     # over every visible block instead of the selected ones (differs where visible > top_k). Not on large_logits:
     # there the unselected blocks' terms are exp(-thousands) = 0 in fp32, the same index_lse to the last bit.
     dict(kind="index_lse_all_visible", expect="index_lse", knobs=dict(index_lse_over="all_visible"),
