@@ -229,7 +229,8 @@ class Knobs:
     # index branch
     index_scaling: str = "prescale"      # prescale (q * scale, then dot) | none | log2 (dot * scale * log2 e)
     index_causal_offset: int = 0         # bug: keys <= pos + offset count in the index branch
-    score_storage: str = "f32"           # f32 | f16 (use_fp16_score)
+    index_block_causal: bool = False     # bug: the local block's future keys scored (causality by block only)
+    score_storage: str = "f32"           # f32 | f16 (use_fp16_score) | bf16 (a declared bf16 indexer)
     order: str = "strict_desc"           # strict_desc | sentinel | ascending
     topk_layout: str = "head_major"      # head_major | query_major (what is written)
     index_lse: str = "none"              # none | f32 | f16_formula
@@ -246,6 +247,7 @@ class Knobs:
     v_row_shift: int = 0                 # bug: value row s + shift read for key s
     attn_causal_offset: int = 0          # bug: keys <= pos + offset attended (-1: the diagonal key left out)
     attend_all_visible: bool = False     # bug: attention over every causal key, the selection ignored
+    attn_block_causal: bool = False      # bug: the local block attended whole (causality by block only)
     index_group_shift: int = 0           # bug: group r ranks with index_q of group (r + shift) % Hidx
     index_lse_base: str = "same"         # same (the lse's base) | e (bug when lse is base 2: index_lse left natural)
     max_shift: bool = True               # bug: False = exp without subtracting the (running) max
@@ -322,6 +324,19 @@ DIALECTS = {
                    exp_base="2", p_round_to_v=True, out_dtype="input", lse="2",
                    declare={"lse_base": "2", "order": "any"}),
         applies=lambda c: c.score_format == "native" and c.pooling == "max" and not c.name.startswith("dialect_m3")),
+    # msa_topk_select alone: ids only, query-major, ascending (flashinfer/msa_ops/sparse_topk_select.py)
+    "flashinfer_topk": dict(
+        knobs=dict(index_scaling="none", order="ascending", topk_layout="query_major", attention="none",
+                   lse="none", declare={"topk_layout": "query_major", "order": "any"}),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+    # a port that stores its block scores in bf16 and ranks those, and says so (SPEC 5: score_precision bf16 is
+    # taken only when declared); no public port is claimed here, it is the declared path of the rule
+    "declared_bf16_scores": dict(
+        knobs=dict(index_scaling="prescale", score_storage="bf16", order="strict_desc", attention="online",
+                   score_order="after", out_dtype="BF16", lse="none",
+                   declare={"score_precision": "bf16"}),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max" and not c.name.startswith(
+            "dialect_m3_prefill")),
     # flashinfer/msa_ops/sparse_topk_select.py (msa_topk_select), msa_proxy_score
     "flashinfer": dict(
         knobs=dict(index_scaling="none", order="ascending", topk_layout="query_major", attention="online",
@@ -383,6 +398,8 @@ def index_token_scores32(case, knobs, r, q0, q1, k0, k1):
     pos = case.pos[q0:q1]
     keys = np.arange(k1 - k0)
     causal = keys[None, :] <= pos[:, None] + knobs.index_causal_offset
+    if knobs.index_block_causal:
+        causal = keys[None, :] // case.Bk <= pos[:, None] // case.Bk
     return np.where(causal, x, np.float32(-np.inf)).astype(np.float32)
 
 
@@ -447,6 +464,8 @@ def select(case, knobs):
             if knobs.score_storage == "f16":
                 with np.errstate(over="ignore"):
                     Ms = M.astype(np.float16).astype(np.float32)
+            elif knobs.score_storage == "bf16":
+                Ms = round_bf16(M)
             else:
                 Ms = M
             stored[r, q0:q1, :nb] = Ms
@@ -498,6 +517,21 @@ def edit_selection(case, knobs, sel, rank_scores):
                     u = max(below, key=lambda j: (rank_scores[r, t, j], -j))
                     new = [u if j == worst else j for j in full]
                     prio = w - rank_scores[r, t, u]           # the smallest gaps first: the hardest to see
+            elif e == "swap_within" and hist:
+                # a control: the worst history block swapped for the best unselected one at most swap_gap below it
+                # (a near-tie flip, which the rules allow)
+                worst = min(hist, key=lambda j: (rank_scores[r, t, j], -j))
+                w = rank_scores[r, t, worst]
+                near = [j for j in unsel if j not in forced and w - knobs.swap_gap <= rank_scores[r, t, j] <= w]
+                if near:
+                    u = max(near, key=lambda j: (rank_scores[r, t, j], -j))
+                    new = [u if j == worst else j for j in full]
+            elif e == "reverse_history" and len(hist) >= 2:
+                # a control: the history entries in reverse slot order (a set; forced slots kept)
+                slots = [i for i, j in enumerate(full) if j in set(hist)]
+                new = list(full)
+                for i, jj in zip(slots, reversed([full[i] for i in slots])):
+                    new[i] = jj
             elif e == "wrong_local" and len(unsel) > 0:
                 # the local block replaced by the nearest unselected visible block
                 u = max(unsel)
@@ -530,7 +564,7 @@ def edit_selection(case, knobs, sel, rank_scores):
     if not picks:
         return []
     picks.sort(key=lambda p: (p[0], p[2], p[1]))
-    if e != "swap_below":
+    if e not in ("swap_below", "swap_within"):
         # spread the edits: rows far apart (first, middle, last eligible)
         idx = sorted(set(np.linspace(0, len(picks) - 1, min(knobs.edit_rows, len(picks))).round().astype(int)))
         chosen = [picks[i] for i in idx]
@@ -539,8 +573,8 @@ def edit_selection(case, knobs, sel, rank_scores):
     edits = []
     for _, r, t, new in chosen:
         before = [int(j) for j in sel[r, t]]
-        if knobs.order == "ascending" and e in ("swap_below", "wrong_local", "missing_init", "beyond_visible",
-                                                 "duplicate"):
+        if knobs.order == "ascending" and e in ("swap_below", "swap_within", "wrong_local", "missing_init",
+                                                 "beyond_visible", "duplicate"):
             # an ascending dialect writes its (wrong) set ascending too: the planted fault is the set alone
             n = sum(1 for j in new if j >= 0)
             new = sorted(new[:n]) + list(new[n:])
@@ -611,6 +645,8 @@ def attend(case, knobs, sel):
         pos = case.pos[q0:q1]
         kblock = np.arange(kl) // case.Bk
         causal = np.arange(kl)[None, :] <= pos[:, None] + knobs.attn_causal_offset
+        if knobs.attn_block_causal:
+            causal = np.arange(kl)[None, :] // case.Bk <= pos[:, None] // case.Bk
         vrows = np.clip(np.arange(kl) + knobs.v_row_shift, 0, kl - 1) + k0
         for h in range(case.Hq):
             g = h // case.G if knobs.gqa_map == "div" else h % case.Hkv
@@ -697,7 +733,7 @@ def emulate(case, knobs):
             with np.errstate(over="ignore"):
                 M64 = M64.astype(np.float16).astype(np.float64)
         info["edits"] = edit_selection(case, knobs, sel, M64)
-        if knobs.selection_edit == "swap_below" and info["edits"]:
+        if knobs.selection_edit in ("swap_below", "swap_within") and info["edits"]:
             gaps = []
             for r, t, before, after in info["edits"]:
                 old = [j for j in before if j not in after][0]

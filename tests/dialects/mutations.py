@@ -12,6 +12,20 @@ square, fp16_scores, chunked) and this folder's own small inputs (x_*, dialect_c
 SWAP = dict(selection_edit="swap_below", swap_gap=5e-3, edit_rows=3)
 
 MUTATIONS = [
+    # --- controls: changes the rules allow; each must PASS (a judge that fails them is too strict) ----------
+    # exactly tied block scores (few-valued inputs): the tie resolved by the higher id instead of the lower one
+    dict(kind="ok_tie_flip", expect="pass", knobs=dict(selection_edit="swap_within", swap_gap=0.0, edit_rows=3),
+         on=[("official", "x_ties_f32"), ("vllm", "x_ties_f32"), ("official_fp16_score", "x_fp16_ties")]),
+    # the history entries in another slot order (a set; only the local block's slot is positional under strict)
+    dict(kind="ok_history_reordered", expect="pass", knobs=dict(selection_edit="reverse_history", edit_rows=3),
+         on=[("official", "chunked"), ("official", "init_local"), ("official_indexer", "square"),
+             ("official_decode", "x_decode_f16")]),
+    # a declared bf16 indexer swapping blocks less than 0.02 apart: inside its declared bf16 tau (0.036 to 0.09 on
+    # these cases, as the reports print)
+    dict(kind="ok_declared_bf16_swap_2e-2", expect="pass",
+         knobs=dict(selection_edit="swap_within", swap_gap=2e-2, edit_rows=3),
+         on=[("declared_bf16_scores", "m3_decode"), ("declared_bf16_scores", "init_local"),
+             ("declared_bf16_scores", "chunked")]),
     # --- the selection ------------------------------------------------------------------------------------------
     # The official validator's band: a selected history block more than 5e-3 below the threshold is wrong
     # (MiniMax-AI/MSA tests/training/msa_v1/cute/testing.py: selected_min >= threshold - 5e-3). The judge's old
@@ -26,6 +40,16 @@ MUTATIONS = [
     dict(kind="swap_5e-3_f16_out", expect="selection", knobs=SWAP,
          on=[("official_f16_out", "m3_decode"), ("official_f16_out", "chunked"), ("official_f16_out", "square"),
              ("official_f16_out", "x_decode_f16")]),
+    # one row swapped in the whole case
+    dict(kind="swap_5e-3_one_row", expect="selection", knobs=dict(selection_edit="swap_below", edit_rows=1),
+         on=[("official", "init_local"), ("flashinfer_topk", "chunked"), ("vllm", "x_large_bf16"),
+             ("official_bf16_out", "large_logits")]),
+    # a candidate that declares bf16 scores gets a bf16 tau (SPEC 5): a 5e-3 swap is inside it (not a bug by the
+    # rule, so not planted), a swap 0.5 below is outside it
+    dict(kind="swap_0.5_declared_bf16", expect="selection",
+         knobs=dict(selection_edit="swap_below", swap_gap=0.5, edit_rows=3),
+         on=[("declared_bf16_scores", "chunked"), ("declared_bf16_scores", "init_local"),
+             ("declared_bf16_scores", "square"), ("declared_bf16_scores", "x_decode_f16")]),
     # a smaller swap, 1e-3 below: inside the official validator's 5e-3 band, but ~100x the fp32 tau of SPEC 5
     dict(kind="swap_1e-3", expect="selection", knobs=dict(selection_edit="swap_below", swap_gap=1e-3, edit_rows=3),
          on=[("official", "m3_decode"), ("official_bf16_out", "chunked"), ("vllm", "init_local"),
@@ -98,6 +122,10 @@ MUTATIONS = [
     dict(kind="attend_all_visible", expect="out", knobs=dict(attend_all_visible=True),
          on=[("official", "chunked"), ("vllm", "x_decode_f16"), ("flashinfer", "square"),
              ("official_decode", "x_square_f32")]),
+    # the local block attended whole: keys past pos inside it (causality checked per block only)
+    dict(kind="local_block_unmasked", expect="out", knobs=dict(attn_block_causal=True),
+         on=[("official", "chunked"), ("vllm", "init_local"), ("flashinfer", "x_large_bf16"),
+             ("declared_bf16_scores", "x_init_f16")]),
     dict(kind="softmax_scale_1_over_D", expect="out", knobs=dict(softmax_scale_rule="one_over_d"),
          on=[("official", "chunked"), ("vllm", "square"), ("sglang", "init_local"), ("flashinfer", "x_decode_f16")]),
     # head h reads kv head h % Hkv instead of h // G (differs whenever G > 1 and Hkv > 1)
@@ -143,6 +171,11 @@ MUTATIONS = [
     dict(kind="index_causal_off_by_one", expect="index_lse", knobs=dict(index_causal_offset=1),
          on=[("official", "chunked"), ("official", "init_local"), ("official", "large_logits"),
              ("official", "x_init_f16")]),
+    # the index branch scores the local block's future keys: index_lse takes them (the local block is forced, so
+    # the selection is unchanged); not on decode-only cases, where no key of the local block lies past pos
+    dict(kind="index_local_block_unmasked", expect="index_lse", knobs=dict(index_block_causal=True),
+         on=[("official", "chunked"), ("official", "init_local"), ("official_indexer", "x_large_bf16"),
+             ("official_fp16_score", "x_fp16_prefill")]),
     # use_fp16_score's index_lse computed as a plain fp32 logsumexp (the exact maxima, not the fp16 ones): off by
     # up to |fp16(M) - M| ~ 1e-3 where index_lse ~ 5, far above fp32 error. (Ranking by fp32 instead of fp16 is
     # NOT in the table: rounding is monotonic, so it changes only rows whose fp16 values tie at the threshold,
