@@ -315,7 +315,8 @@ DIALECTS = {
         knobs=dict(index_scaling="log2", order="ascending", attention="online", score_order="after",
                    exp_base="2", p_round_to_v=True, out_dtype="input", lse="2",
                    declare={"lse_base": "2", "order": "any"}),
-        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max" and not c.name.startswith(
+            "dialect_m3_prefill")),  # (time: vllm covers the M3 prefill's exp2 path)
     # SGLang's own Triton top-k (prefill/flash_with_topk_idx.py `_topk_index_kernel`, and the naive reference
     # naive/flash_with_topk_idx.py: INIT_SCORE = 1e30, LOCAL_SCORE = 1e29, torch.topk) writes the sentinel order
     # of vLLM, not an ascending one: the same set, forced blocks first. Both orders are emulated.
@@ -328,7 +329,7 @@ DIALECTS = {
     "flashinfer_topk": dict(
         knobs=dict(index_scaling="none", order="ascending", topk_layout="query_major", attention="none",
                    lse="none", declare={"topk_layout": "query_major", "order": "any"}),
-        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max" and not c.name.startswith("dialect_m3")),
     # a port that stores its block scores in bf16 and ranks those, and says so (SPEC 5: score_precision bf16 is
     # taken only when declared); no public port is claimed here, it is the declared path of the rule
     "declared_bf16_scores": dict(
@@ -342,7 +343,8 @@ DIALECTS = {
         knobs=dict(index_scaling="none", order="ascending", topk_layout="query_major", attention="online",
                    score_order="after", out_dtype="input", lse="none",
                    declare={"topk_layout": "query_major", "order": "any"}),
-        applies=lambda c: c.score_format == "native" and c.pooling == "max"),
+        applies=lambda c: c.score_format == "native" and c.pooling == "max" and not c.name.startswith(
+            "dialect_m3_prefill")),  # (time)
 }
 
 

@@ -52,7 +52,7 @@ MUTATIONS = [
              ("declared_bf16_scores", "square"), ("declared_bf16_scores", "x_decode_f16")]),
     # a smaller swap, 1e-3 below: inside the official validator's 5e-3 band, but ~100x the fp32 tau of SPEC 5
     dict(kind="swap_1e-3", expect="selection", knobs=dict(selection_edit="swap_below", swap_gap=1e-3, edit_rows=3),
-         on=[("official", "m3_decode"), ("official_bf16_out", "chunked"), ("vllm", "init_local"),
+         on=[("official", "x_large_bf16"), ("official_bf16_out", "chunked"), ("vllm", "init_local"),
              ("official_indexer", "square"), ("flashinfer", "x_decode_f16")]),
     # the same swap in the ports' set-valued dialects and on fp16-stored scores (5e-3 below on the fp16 values)
     dict(kind="swap_5e-3_ports", expect="selection", knobs=SWAP,
