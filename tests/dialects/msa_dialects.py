@@ -173,6 +173,7 @@ class Case:
         self.cu_q = t["cu_seqlens_q"][1].astype(np.int64)
         self.cu_k = t["cu_seqlens_k"][1].astype(np.int64)
         self.total_q, self.Hq, self.D = self.x32["q"].shape
+        self.total_k = self.x32["k"].shape[0]
         self.Hkv, self.Dv = self.x32["k"].shape[1], self.x32["v"].shape[2]
         self.Hidx, self.Di = self.x32["index_q"].shape[1], self.x32["index_q"].shape[2]
         self.G = self.Hq // self.Hkv
@@ -248,6 +249,8 @@ class Knobs:
     attn_causal_offset: int = 0          # bug: keys <= pos + offset attended (-1: the diagonal key left out)
     attend_all_visible: bool = False     # bug: attention over every causal key, the selection ignored
     attn_block_causal: bool = False      # bug: the local block attended whole (causality by block only)
+    attn_skip_worst_block: bool = False  # bug: the worst-scoring selected history block left out of attention
+    kv_offset_from_q: bool = False       # bug: sequence b's keys read from row cu_seqlens_q[b] (not cu_seqlens_k[b])
     index_group_shift: int = 0           # bug: group r ranks with index_q of group (r + shift) % Hidx
     index_lse_base: str = "same"         # same (the lse's base) | e (bug when lse is base 2: index_lse left natural)
     max_shift: bool = True               # bug: False = exp without subtracting the (running) max
@@ -641,7 +644,22 @@ def attend(case, knobs, sel):
     s32 = np.float32(scale)
     s32_log2 = np.float32(scale * LOG2E)
     v_dtype = case.dtypes["v"]
+    if knobs.attn_skip_worst_block:
+        M64 = exact_block_scores(case)
+        sel = sel.copy()
+        for r in range(case.Hidx):
+            for t in range(case.total_q):
+                init, locals_, local = case.forced(t)
+                forced = set(init) | set(locals_) | {local}
+                hist = [int(j) for j in sel[r, t] if j >= 0 and j not in forced]
+                if hist:
+                    worst = min(hist, key=lambda j: M64[r, t, j])
+                    sel[r, t] = [-1 if j == worst else j for j in sel[r, t]]
     for b, q0, q1, k0, k1 in case.seqs():
+        if knobs.kv_offset_from_q:
+            k0, k1 = int(case.cu_q[b]), int(case.cu_q[b]) + (k1 - k0)
+            if k1 > case.total_k:
+                k0, k1 = case.total_k - (k1 - k0), case.total_k
         kl = k1 - k0
         ql = q1 - q0
         pos = case.pos[q0:q1]

@@ -126,6 +126,16 @@ MUTATIONS = [
     dict(kind="local_block_unmasked", expect="out", knobs=dict(attn_block_causal=True),
          on=[("official", "chunked"), ("vllm", "init_local"), ("flashinfer", "x_large_bf16"),
              ("declared_bf16_scores", "x_init_f16")]),
+    # the worst selected history block left out of the attention (the ids written are right): a 1/16-ish share of
+    # the softmax mass, planted where out is BF16 (vLLM, SGLang and the decode kernel write the input dtype)
+    dict(kind="attention_skips_a_block", expect="out", knobs=dict(attn_skip_worst_block=True),
+         on=[("vllm", "m3_decode"), ("official_decode", "square"), ("sglang", "init_local"),
+             ("official_bf16_out", "chunked"), ("flashinfer", "x_decode_f16")]),
+    # a batch bug: sequence b's keys and values read from row cu_seqlens_q[b] instead of cu_seqlens_k[b] (differs
+    # from the second sequence on, where an earlier sequence has q_len != k_len)
+    dict(kind="kv_offset_from_cu_seqlens_q", expect="out", knobs=dict(kv_offset_from_q=True),
+         on=[("official", "chunked"), ("vllm", "x_decode_f16"), ("official_decode", "square"),
+             ("flashinfer", "x_square_f32")]),
     dict(kind="softmax_scale_1_over_D", expect="out", knobs=dict(softmax_scale_rule="one_over_d"),
          on=[("official", "chunked"), ("vllm", "square"), ("sglang", "init_local"), ("flashinfer", "x_decode_f16")]),
     # head h reads kv head h % Hkv instead of h // G (differs whenever G > 1 and Hkv > 1)
