@@ -25,6 +25,8 @@ Usage (an outside user needs only the msa binary and numpy):
     ... --part mutations        step 3 (with step 1 for the dialects it plants in)
     ... --only 'vllm|sglang'    only dialects / kinds whose name matches the regex
     ... --jobs 2                parallel workers (each `msa check` runs with --threads 1)
+    ... --goldens DIR           also run the unmutated dialects on another golden directory's cases
+                                (e.g. `msa golden generate --suite smoke --dir DIR`)
 Candidates stay under WORKDIR/candidates/ (rerun one by hand: `msa check --inputs ... --outputs ...`).
 Last line: "N passed, M failed"; exit code 0 only when M == 0.
 """
@@ -118,9 +120,15 @@ def make_extra_case(c, path):
     md.write_safetensors(path, tensors, {"msa_config": json.dumps(cfg)})
 
 
-def prepare_cases(msa, workdir, log):
-    """Returns {key: (name, inputs_path, outputs_path)}."""
+def prepare_cases(msa, workdir, log, more_goldens=()):
+    """Returns {key: (name, inputs_path, outputs_path)}; more_goldens: directories made by `msa golden generate`
+    (any suite) whose cases are added under their own names."""
     cases = {}
+    for gd in more_goldens:
+        for entry in json.load(open(os.path.join(gd, "MANIFEST.json")))["cases"]:
+            name = entry["name"]
+            cases[name] = (name, os.path.join(gd, name, "inputs.safetensors"),
+                           os.path.join(gd, name, "outputs.safetensors"))
     gdir = os.path.join(workdir, "golden-dialects")
     mpath = os.path.join(gdir, "MANIFEST.json")
     # (re)generated whenever the msa binary is newer than the goldens (the suite lives in its code)
@@ -438,6 +446,9 @@ def main():
     ap.add_argument("--part", default="all", choices=["all", "emulation", "dialects", "mutations"])
     ap.add_argument("--only", default="", help="regex: only dialects / mutation kinds whose name matches")
     ap.add_argument("--jobs", type=int, default=2, help="parallel workers (default 2)")
+    ap.add_argument("--goldens", action="append", default=[],
+                    help="another golden directory (`msa golden generate --suite smoke --dir D`, or your own in that "
+                         "layout): the unmutated dialects also run on its max-pooling, native-index cases")
     ap.add_argument("--skip-heavy", action="store_true",
                     help="leave out the M3-sized cases (m3_decode, m3_prefill, fp16_scores): for sanitizer builds")
     ap.add_argument("--no-judge", action="store_true",
@@ -449,7 +460,8 @@ def main():
     os.makedirs(workdir, exist_ok=True)
     t_start = time.time()
     log = lambda s: print(s, flush=True)  # noqa: E731
-    cases = prepare_cases(msa, workdir, log)
+    cases = prepare_cases(msa, workdir, log, [os.path.abspath(d) for d in args.goldens])
+    more_keys = [k for k in cases if k not in GOLDEN_KEYS and k not in [c["key"] for c in EXTRA_CASES]]
     only = re.compile(args.only) if args.only else None
     use_judge = args.part != "emulation" and not args.no_judge
     jobs = []
@@ -457,8 +469,11 @@ def main():
         for dialect, spec in md.DIALECTS.items():
             if only and not only.search(dialect):
                 continue
-            for key in list(GOLDEN_KEYS) + [c["key"] for c in EXTRA_CASES]:
+            for key in list(GOLDEN_KEYS) + [c["key"] for c in EXTRA_CASES] + more_keys:
                 case = load_case(cases[key])
+                # the emulations model max pooling and native index inputs (no lse / mean pooling, no e4m3)
+                if case.pooling != "max" or case.cfg.get("index_format", "native") != "native":
+                    continue
                 if spec["applies"](case):
                     jobs.append(dict(type="dialect", dialect=dialect, key=key, spec=cases[key], msa=msa,
                                      workdir=workdir, use_judge=use_judge))
