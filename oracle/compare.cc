@@ -51,20 +51,26 @@ TensorVerdict JudgeBits(const std::string& name, const std::vector<double>& got,
   return verdict;
 }
 
-// The largest |naive - expected| over the elements where both are finite.
-double NaiveError(const std::vector<double>& naive, const std::vector<double>& expected) {
+// The largest |naive - expected| over the elements where both are finite, less each element's own allowance
+// (when given), which the rule grants separately.
+double NaiveError(const std::vector<double>& naive, const std::vector<double>& expected,
+                  const std::vector<double>& allowance = {}) {
   double error = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::isfinite(expected[i]) && std::isfinite(naive[i])) error = std::max(error, std::abs(naive[i] - expected[i]));
+    if (!std::isfinite(expected[i]) || !std::isfinite(naive[i])) continue;
+    error = std::max(error, std::abs(naive[i] - expected[i]) - (allowance.empty() ? 0.0 : allowance[i]));
   }
   return error;
 }
 
 // The 2x rule: max|got - ref| <= 2 * max(naive error, floor) + one ulp of the precision at max|ref|, the naive
-// error being the larger of its two scale orders. Elements where exactly one side is non-finite fail on their own.
+// error being the larger of its two scale orders; each element i may also have an allowance of its own
+// (allowance[i], when given: fp16 block scores' rounding steps). Elements where exactly one side is non-finite
+// fail on their own.
 TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got, const std::vector<double>& expected,
-                        double naive_error, double floor, const Chosen<Precision>& precision,
-                        const std::function<Mismatch(int64_t)>& locate, int max_listed) {
+                        double naive_error, double floor, const std::vector<double>& allowance,
+                        const Chosen<Precision>& precision, const std::function<Mismatch(int64_t)>& locate,
+                        int max_listed) {
   TensorVerdict verdict;
   verdict.name = name;
   verdict.precision = precision;
@@ -99,7 +105,9 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
       verdict.worst = m;
     }
     verdict.max_ulps = std::max(verdict.max_ulps, m.ulps);
-    if (error > verdict.bound) {
+    const double element_allowance = allowance.empty() ? 0.0 : allowance[i];
+    verdict.max_allowance = std::max(verdict.max_allowance, element_allowance);
+    if (error > verdict.bound + element_allowance) {
       ++verdict.mismatches;
       if (int(verdict.listed.size()) < max_listed) verdict.listed.push_back(m);
     }
@@ -148,22 +156,23 @@ Status ExactBlockScores(const Problem& problem, const Outputs& reference, std::v
   return Select(*FindBackend("reference"), native, problem.index_inputs(), {topk.data(), scores->data(), nullptr});
 }
 
-// The largest binary16 step a candidate's fp16 block score can take within tau (score_format fp16) over the
-// blocks of `selection`: what its index_lse may differ by, on top of the fp32 error. 0 for native scores.
-double Fp16RoundingStep(const Problem& problem, const std::vector<double>& exact_scores,
-                        const std::vector<int32_t>& selection, double tau) {
+// Per row [Hidx * total_q] of `selection`, the largest binary16 step a candidate's fp16 block score can take within
+// tau (score_format fp16): what its index_lse may differ by in that row, on top of the fp32 error. Empty for native
+// scores.
+std::vector<double> Fp16RoundingSteps(const Problem& problem, const std::vector<double>& exact_scores,
+                                      const std::vector<int32_t>& selection, double tau) {
   const Config& c = problem.config;
-  if (c.score_format != ScoreFormat::kFp16) return 0;
+  if (c.score_format != ScoreFormat::kFp16) return {};
   const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
-  double step = 0;
+  std::vector<double> steps(c.num_kv_heads * total_q, 0.0);
   for (int64_t row = 0; row < c.num_kv_heads * total_q; ++row) {
     for (int64_t slot = 0; slot < c.top_k && selection[row * c.top_k + slot] >= 0; ++slot) {
       const RankedInterval ranked =
           RankedIntervalOf(c, exact_scores[row * max_blocks + selection[row * c.top_k + slot]], tau);
-      step = std::max(step, ranked.hi - ranked.lo);
+      steps[row] = std::max(steps[row], ranked.hi - ranked.lo);
     }
   }
-  return step;
+  return steps;
 }
 
 bool IsExact(const CandidateFormat& f, const Candidate& candidate) {
@@ -337,7 +346,8 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   }
 
   NaiveCache naive(problem, attention_selection);
-  const double fp16_step = Fp16RoundingStep(problem, exact_scores, attention_selection, selection.tau);
+  const std::vector<double> fp16_steps = Fp16RoundingSteps(problem, exact_scores, attention_selection, selection.tau);
+  const std::vector<double> none;
   const int max_listed = options.max_listed;
   const double base_scale = format.lse_base.value == LseBase::kTwo ? std::numbers::log2e : 1.0;
   struct Judged {
@@ -348,16 +358,16 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     bool index_part, is_lse;
     std::vector<double> NaiveOutputs::*naive_values;
     double ErrorFloors::*floor;
-    double extra_floor;
+    const std::vector<double>& allowance;  // per element, or empty
     std::function<Mismatch(int64_t)> locate;
   };
   const Judged judged[] = {
-      {"out", candidate.out, expected_out, format.out, false, false, &NaiveOutputs::out, &ErrorFloors::out, 0,
+      {"out", candidate.out, expected_out, format.out, false, false, &NaiveOutputs::out, &ErrorFloors::out, none,
        [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.value_dim); }},
-      {"lse", candidate.lse, expected_lse, format.lse, false, true, &NaiveOutputs::lse, &ErrorFloors::lse, 0,
+      {"lse", candidate.lse, expected_lse, format.lse, false, true, &NaiveOutputs::lse, &ErrorFloors::lse, none,
        [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, 1); }},
       {"index_lse", candidate.index_lse, expected_index_lse, format.index_lse, true, true, &NaiveOutputs::index_lse,
-       &ErrorFloors::index_lse, fp16_step, [&](int64_t i) { return locator.GroupMajor(i); }},
+       &ErrorFloors::index_lse, fp16_steps, [&](int64_t i) { return locator.GroupMajor(i); }},
   };
   for (const Judged& j : judged) {
     if (!j.got) continue;
@@ -371,11 +381,13 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     double naive_error = 0;
     for (ScaleOrder order : kScaleOrders) {
       const NaiveOutputs& outputs = naive.Get(j.precision.value, order, j.index_part);
-      naive_error = std::max(naive_error, NaiveError(outputs.*j.naive_values, j.expected));
+      naive_error = std::max(naive_error, NaiveError(outputs.*j.naive_values, j.expected, j.allowance));
     }
-    const double floor = ErrorFloorsOf(problem, j.precision.value).*j.floor + j.extra_floor;
-    verdict->tensors.push_back(
-        JudgeRule(j.name, *j.got, expected, scale * naive_error, scale * floor, j.precision, j.locate, max_listed));
+    const double floor = ErrorFloorsOf(problem, j.precision.value).*j.floor;
+    std::vector<double> allowance = j.allowance;
+    for (double& value : allowance) value *= scale;
+    verdict->tensors.push_back(JudgeRule(j.name, *j.got, expected, scale * naive_error, scale * floor, allowance,
+                                         j.precision, j.locate, max_listed));
   }
   return Status::Ok();
 }

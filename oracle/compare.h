@@ -112,7 +112,9 @@ struct TensorVerdict {
   double max_error = 0;        // max |got - expected|
   double naive_error = 0;      // max |naive - expected| in the judged precision, the larger of both scale orders
   double floor = 0;            // the error analysis' floor (a few ulps of the magnitudes involved)
-  double bound = 0;            // 2 * naive_error + floor (exact bits: 0)
+  double bound = 0;            // 2 * max(naive_error, floor) + 1 ulp (exact bits: 0)
+  double max_allowance = 0;    // the largest allowance of an element beyond `bound` (index_lse with fp16 scores:
+                               // the binary16 step its row's block scores may take within tau), 0 for most
   double nmse = 0, relative_l2 = 0;
   double max_ulps = 0;
   Mismatch worst;

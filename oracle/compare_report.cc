@@ -142,6 +142,7 @@ std::string FormatVerdict(const Verdict& verdict) {
                     static_cast<long long>(t.elements));
     }
     text += line;
+    if (t.max_allowance > 0) text += ", rows with an ambiguous fp16 block score allowed up to " + Number(t.max_allowance) + " more";
     if (t.one_sided_nonfinite > 0) text += ", " + std::to_string(t.one_sided_nonfinite) + " one-sided NaN/Inf";
     text += "\n";
     if (t.worst.row >= 0) text += "      worst: " + Where(t.worst) + ": " + Values(t.worst, t.precision.value) + "\n";
@@ -194,6 +195,7 @@ std::string VerdictToJson(const Verdict& verdict) {
                                   {"naive_error", FiniteOrText(t.naive_error)},
                                   {"floor", FiniteOrText(t.floor)},
                                   {"bound", FiniteOrText(t.bound)},
+                                  {"max_allowance", FiniteOrText(t.max_allowance)},
                                   {"nmse", FiniteOrText(t.nmse)},
                                   {"relative_l2", FiniteOrText(t.relative_l2)},
                                   {"max_ulps", FiniteOrText(t.max_ulps)}};
