@@ -374,6 +374,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   base.bk = int(bk);
   base.top_k = int(top_k);
   base.init_blocks = config.init_blocks;
+  base.local_blocks = config.local_blocks;
   base.max_blocks = max_blocks;
   const int lowp = LowpCode(config.precision);
   // Block maxima of a (batched) chunk into bs_float (the default stream).

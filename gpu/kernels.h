@@ -38,6 +38,7 @@ struct ChunkGeometry {
   int64_t k_len = 0;      // keys of the sequence
   int64_t total_q = 0;
   int hidx = 0, di = 0, bk = 0, top_k = 0, init_blocks = 0;
+  int local_blocks = 1;    // the forced trailing blocks of a row (Config::local_blocks; gpu/rank_row.cuh)
   int64_t max_blocks = 0;  // row stride of the chunk's block-score buffer
   // A batched chunk (taken by BlockMaxScores, BlockMaxScoresWgmma, RankTopK and RankTopKThreshold only):
   // `sequences` (device memory, [num_sequences], ascending t0, each nq >= 1) holds the sequences' own chunks, and
@@ -114,7 +115,8 @@ cudaError_t ExactAttend(const double* q, const double* k, const double* v, const
 bool ExactFits(int d, int dv, int di, int group_size);
 
 // ---- shared by both modes ----
-// The selection of each chunk row from its block scores (score desc, id asc; init blocks; local last; -1).
+// The selection of each chunk row from its block scores (SPEC section 2, gpu/rank_row.cuh: the ranked candidates by
+// score desc, id asc; the init blocks; the other forced trailing blocks; the local block last; -1).
 cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
 cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
 
