@@ -1,8 +1,9 @@
-// Kernels shared by both modes: input conversion (16-bit formats and e4m3), fills, and the exp-free top-k ranking
-// (SPEC section 2).
+// Kernels shared by both modes: input conversion (16-bit formats and e4m3), fills, the binary16 block scores of
+// score_format fp16, and the exp-free top-k ranking (SPEC section 2).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gpu/fp16_score.cuh"
 #include "gpu/kernels.h"
 #include "gpu/rank_row.cuh"
 
@@ -97,6 +98,21 @@ unsigned CappedGrid(int64_t n) {
   return unsigned(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
+// score_format fp16: every entry of the rows' block scores [rows, max_blocks] replaced by its binary16 value; a finite
+// score that becomes +-inf records its row (t * Hidx + r) as overflowing. The entries are independent: no order.
+template <typename S>
+__global__ void RoundScoresKernel(S* bs, ChunkGeometry g, int64_t n, unsigned long long* overflow_row) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const S score = bs[i];
+    const S rounded = Fp16Score(score);
+    bs[i] = rounded;
+    if (isfinite(score) && !isfinite(rounded)) {
+      const int64_t row = i / g.max_blocks;
+      atomicMin(overflow_row, static_cast<unsigned long long>((g.t0 + row / g.hidx) * g.hidx + row % g.hidx));
+    }
+  }
+}
+
 // docs:begin gpu-rank One thread per chunk row: the first `take` ranked candidates kept sorted in the output
 // row itself (score desc, id asc), by insertion; candidates arrive in ascending id, so an equal score never
 // displaces an earlier one. Then the forced blocks (WriteForcedTail: init blocks ascending, the other forced
@@ -163,6 +179,22 @@ cudaError_t FillDouble(double* dst, int64_t n, double value) {
 cudaError_t FillFloat(float* dst, int64_t n, float value) {
   if (n <= 0) return cudaSuccess;
   FillKernel<float><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundScoresToBinary16(double* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream) {
+  const int64_t n = rows * g.max_blocks;
+  if (n <= 0) return cudaSuccess;
+  RoundScoresKernel<double><<<CappedGrid(n), kThreads, 0, stream>>>(bs, g, n, overflow_row);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundScoresToBinary16(float* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream) {
+  const int64_t n = rows * g.max_blocks;
+  if (n <= 0) return cudaSuccess;
+  RoundScoresKernel<float><<<CappedGrid(n), kThreads, 0, stream>>>(bs, g, n, overflow_row);
   return cudaGetLastError();
 }
 
