@@ -192,8 +192,8 @@ inline constexpr float kFp8IndexRelBound = 1.0f / 1024.0f;
 // Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
 bool RankTopKFits(int top_k);
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
-// The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init
-// blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
+// The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init and
+// trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
 // then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one warp
 // per row, one launch. Few rows with many candidates (decode: fewer rows than about 16 warps per SM): each row's
 // candidates are split over up to 32 warps (at least 256 candidates each), each split writes its best `take`

@@ -2,7 +2,9 @@
 // bf16/fp16 passing the oracle rules (near-tie flips counted, not failed) on those cases and on the shapes that
 // reach the part-1 attention kernel, the bf16/fp16 selection equal to the reference's where block maxima tie
 // exactly (the tie order of SPEC section 2), the KV-outer direct lists equal to the general ones on decode batches,
-// bitwise replay, and clean Status answers where it declines. The e4m3 index kernels (RoundToE4M3, E4M3ToLowp,
+// bitwise replay, and clean Status answers where it declines. SPEC v2's local_blocks > 1 and score_format fp16: exact
+// bit for bit on problems built for them (overlapping forced sets, binary16 ties, binary16 overflow), bf16/fp16 ranked
+// by their own block scores under every forced kernel choice. The e4m3 index kernels (RoundToE4M3, E4M3ToLowp,
 // BlockMaxScoresFp8) are called directly: against a host rounding of their own and against exact block maxima.
 // Without a usable CUDA device (or without a CUDA build) every device test skips with a message saying why; the
 // conformance and property suites run the gpu backend too when it is available.
@@ -1148,10 +1150,10 @@ std::vector<GpuCase> LocalBlocksCases() {
 // index_scale 1, index query [1, c, 0, ...] with c = 1 + (t + r) % 3 for query t, group r, index key [a, b, 0, ...]
 // with a = 1 + i / 8 (i < 24; i < 8 in every third block of a sequence, whose keys then all score below 2) and
 // b = j * 2^-12 (j < 8). A token score a + c b is exact in double and in fp32 (the products are exact and the sum needs
-// at most 15 bits), and so is every bf16 / fp16 block max, in any accumulation order. The binary16 grid is 2^-10 apart on [1, 2) and
-// 2^-9 on [2, 4) (4 and 8 steps of 2^-12): distinct maxima collapse onto one fp16 score, the halfway ones go to the
-// even neighbour, and the blocks sharing the row's threshold score are told apart by id alone. The lowp selection and
-// block scores must then equal the reference's, slot for slot.
+// at most 15 bits), and so is every bf16 / fp16 block max, in any accumulation order. The binary16 grid is 2^-10
+// apart on [1, 2) and 2^-9 on [2, 4) (4 and 8 steps of 2^-12): distinct maxima collapse onto one fp16 score, the
+// halfway ones go to the even neighbour, and the blocks sharing the row's threshold score are told apart by id alone.
+// The lowp selection and block scores must then equal the reference's, slot for slot.
 Problem Fp16TieProblem(ProblemSpec spec) {
   spec.config.index_scale = 1.0;
   spec.config.score_format = ScoreFormat::kFp16;
@@ -1183,25 +1185,27 @@ std::vector<GpuCase> Fp16TieCases() {
     spec.config.local_blocks = local_blocks;
     cases.push_back({CaseName(kind, spec), Fp16TieProblem(spec)});
   };
-  add("fp16_ties_prefill", MakeSpec(8, 2, 16, 64, 8, 1, Pooling::kMax, {{64, 3000}, {1, 1}, {20, 20}}, DType::kBF16, 901),
-      2);
+  add("fp16_ties_prefill",
+      MakeSpec(8, 2, 16, 64, 8, 1, Pooling::kMax, {{64, 3000}, {1, 1}, {20, 20}}, DType::kBF16, 901), 2);
   add("fp16_ties_decode",
       MakeSpec(8, 4, 32, 128, 8, 0, Pooling::kMax, {{1, 1}, {16, 700}, {1, 4097}, {3, 385}, {16, 2000}, {8, 9000}},
                DType::kBF16, 902),
       1);
-  add("fp16_ties_split", MakeSpec(4, 2, 16, 64, 16, 1, Pooling::kMax, {{1, 300000}, {4, 100000}}, DType::kBF16, 903), 3);
+  add("fp16_ties_split",
+      MakeSpec(4, 2, 16, 64, 16, 1, Pooling::kMax, {{1, 300000}, {4, 100000}}, DType::kBF16, 903), 3);
   add("fp16_ties_k33", MakeSpec(4, 1, 16, 128, 33, 2, Pooling::kMax, {{128, 6000}, {2, 140000}}, DType::kBF16, 904), 1);
-  add("fp16_ties_bk16", MakeSpec(4, 2, 16, 16, 6, 1, Pooling::kMax, {{40, 2000}, {1, 3000}, {30, 30}}, DType::kF16, 905),
-      2);
+  add("fp16_ties_bk16",
+      MakeSpec(4, 2, 16, 16, 6, 1, Pooling::kMax, {{40, 2000}, {1, 3000}, {30, 30}}, DType::kF16, 905), 2);
   add("fp16_ties_k40", MakeSpec(4, 2, 16, 64, 40, 1, Pooling::kMax, {{1, 20000}, {70, 3000}}, DType::kBF16, 906), 4);
   return cases;
 }
 
-// A decode batch whose block scores overflow binary16 in exactly one (query, group) row, first in the order t * Hidx + r
-// that the reference reports: index_scale 1, index_q[query, group] = [+-256, 0, ...] there, and keys with [256, 0, ...]
-// (any dtype holds 256): score +-65536. positive: query 0 (sequence 0, position 299), group 0, key 5 (one key is its
-// block's max). Else query 1 (the first of sequence 1), group 1, over a whole block of such keys (block 3: keys 192..255
-// of the sequence), whose max is then -65536. The other scores are 256 times a normal value at most: no overflow.
+// A decode batch whose block scores overflow binary16 in exactly one (query, group) row (the first in the order
+// t * Hidx + r is what the reference reports): index_scale 1, index_q[query, group] = [+-256, 0, ...] there, and keys
+// [256, 0, ...] (any dtype holds 256): scores +-65536. positive: query 0 (sequence 0, position 299), group 0, key 5
+// (one key is its block's max). Else query 1 (the first of sequence 1), group 1, over a whole block of such keys
+// (block 3: keys 192..255 of the sequence), whose max is then -65536. Every other score is 256 times a normal value at
+// most: no other overflow.
 Problem Fp16OverflowProblem(bool positive) {
   ProblemSpec spec = MakeSpec(8, 2, 16, 64, 8, 1, Pooling::kMax, {{1, 300}, {16, 2000}, {1, 1}}, DType::kBF16, 907);
   spec.config.index_scale = 1.0;
@@ -1209,7 +1213,9 @@ Problem Fp16OverflowProblem(bool positive) {
   spec.config.local_blocks = 2;
   Problem problem = GenerateProblem(spec);
   const int64_t t = positive ? 0 : 1, r = positive ? 0 : 1;
-  for (int64_t d = 0; d < spec.config.index_head_dim; ++d) SetElement(problem.index_q, t, r, d, d == 0 ? (positive ? 256 : -256) : 0);
+  for (int64_t d = 0; d < spec.config.index_head_dim; ++d) {
+    SetElement(problem.index_q, t, r, d, d == 0 ? (positive ? 256 : -256) : 0);
+  }
   const int64_t first = positive ? 5 : problem.cu_seqlens_k[1] + 192, last = positive ? 5 : first + 63;
   for (int64_t key = first; key <= last; ++key) {
     for (int64_t d = 0; d < spec.config.index_head_dim; ++d) SetElement(problem.index_k, key, 0, d, d == 0 ? 256 : 0);
@@ -1247,7 +1253,8 @@ RowKinds CountRowKinds(const Problem& problem) {
 int64_t RowsWithOtherBlocks(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t top_k) {
   int64_t rows = 0;
   for (size_t begin = 0; begin < a.size(); begin += size_t(top_k)) {
-    std::vector<int32_t> ra(a.begin() + begin, a.begin() + begin + top_k), rb(b.begin() + begin, b.begin() + begin + top_k);
+    std::vector<int32_t> ra(a.begin() + begin, a.begin() + begin + top_k);
+    std::vector<int32_t> rb(b.begin() + begin, b.begin() + begin + top_k);
     std::sort(ra.begin(), ra.end());
     std::sort(rb.begin(), rb.end());
     rows += ra != rb;
@@ -1417,7 +1424,9 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
                       << "\n  gpu:      " << FormatRow(base.topk_indices, row, top_k);
       }
       EXPECT_EQ(differing_rows, 0) << what;
-      for (const char* index_kernel : e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma"}) {
+      const std::vector<const char*> index_kernels =
+          e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma"};
+      for (const char* index_kernel : index_kernels) {
         for (const char* topk_kernel : {"warp", "fast"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
             Outputs forced;
