@@ -1,9 +1,11 @@
-// Kernels shared by both modes: input conversion (16-bit formats and e4m3), fills, and the exp-free top-k ranking
-// (SPEC section 2).
+// Kernels shared by both modes: input conversion (16-bit formats and e4m3), fills, the binary16 block scores of
+// score_format fp16, and the exp-free top-k ranking (SPEC section 2).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "gpu/fp16_score.cuh"
 #include "gpu/kernels.h"
+#include "gpu/rank_row.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -96,24 +98,35 @@ unsigned CappedGrid(int64_t n) {
   return unsigned(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
+// score_format fp16: every entry of the rows' block scores [rows, max_blocks] replaced by its binary16 value; a finite
+// score that becomes +-inf records its row (t * Hidx + r) as overflowing. The entries are independent: no order.
+template <typename S>
+__global__ void RoundScoresKernel(S* bs, ChunkGeometry g, int64_t n, unsigned long long* overflow_row) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const S score = bs[i];
+    const S rounded = Fp16Score(score);
+    bs[i] = rounded;
+    if (isfinite(score) && !isfinite(rounded)) {
+      const int64_t row = i / g.max_blocks;
+      atomicMin(overflow_row, static_cast<unsigned long long>((g.t0 + row / g.hidx) * g.hidx + row % g.hidx));
+    }
+  }
+}
+
 // docs:begin gpu-rank One thread per chunk row: the first `take` ranked candidates kept sorted in the output
 // row itself (score desc, id asc), by insertion; candidates arrive in ascending id, so an equal score never
-// displaces an earlier one. Then the init blocks ascending, the local block last, -1 padding.
+// displaces an earlier one. Then the forced blocks (WriteForcedTail: init blocks ascending, the other forced
+// trailing blocks ascending, the local block last), -1 padding.
 template <typename S>
 __global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (row >= g.nq * g.hidx) return;
-  const int64_t t_local = row / g.hidx, r = row % g.hidx;
-  const int64_t pos = g.pos0 + t_local;
-  const int64_t local = pos / g.bk;
-  const int64_t init = g.init_blocks < local ? g.init_blocks : local;
-  const S* scores = bs + row * g.max_blocks;
-  int32_t* out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
-  const int64_t forced = init + 1;
-  int64_t take = g.top_k - forced;
-  if (take > local - init) take = local - init;
+  const RankRow<S> p = PlaceRankRow(bs, g, topk, row);
+  const S* scores = p.scores;
+  int32_t* out = p.out;
+  const int64_t take = p.forced.take;
   int64_t count = 0;
-  for (int64_t b = init; b < local && take > 0; ++b) {
+  for (int64_t b = p.forced.init_end; b < p.forced.local_begin && take > 0; ++b) {
     const S s = scores[b];
     if (count == take) {
       if (!(s > scores[out[take - 1]])) continue;  // not better than the worst kept one
@@ -127,10 +140,7 @@ __global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
     out[at] = int32_t(b);
     ++count;
   }
-  int64_t slot = count;
-  for (int64_t b = 0; b < init; ++b) out[slot++] = int32_t(b);
-  out[slot++] = int32_t(local);
-  while (slot < g.top_k) out[slot++] = -1;
+  WriteForcedTail(p.forced, g.top_k, out);  // count == take: there are at least take candidates
 }
 // docs:end gpu-rank
 
@@ -169,6 +179,22 @@ cudaError_t FillDouble(double* dst, int64_t n, double value) {
 cudaError_t FillFloat(float* dst, int64_t n, float value) {
   if (n <= 0) return cudaSuccess;
   FillKernel<float><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundScoresToBinary16(double* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream) {
+  const int64_t n = rows * g.max_blocks;
+  if (n <= 0) return cudaSuccess;
+  RoundScoresKernel<double><<<CappedGrid(n), kThreads, 0, stream>>>(bs, g, n, overflow_row);
+  return cudaGetLastError();
+}
+
+cudaError_t RoundScoresToBinary16(float* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream) {
+  const int64_t n = rows * g.max_blocks;
+  if (n <= 0) return cudaSuccess;
+  RoundScoresKernel<float><<<CappedGrid(n), kThreads, 0, stream>>>(bs, g, n, overflow_row);
   return cudaGetLastError();
 }
 

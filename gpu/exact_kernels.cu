@@ -4,6 +4,7 @@
 // Parallelism is only ever across independent rows, dots or dims; every sum keeps the reference's order.
 #include <cmath>
 
+#include "gpu/fp16_score.cuh"
 #include "gpu/kernels.h"
 #include "gpu/sorted_selection.cuh"
 #include "reference/canonical.h"
@@ -172,23 +173,35 @@ __global__ void PoolKernel(int pooling, const double* scratch, int64_t ld, const
   }
 }
 
-// Key position of gathered key j (0 <= j < prefix[nb]).
-__device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* prefix, int nb, int64_t bk) {
-  int lo = 0, hi = nb - 1;  // the last i with prefix[i] <= j
+// The selected block (an index into blocks[nb]) of gathered key j (0 <= j < prefix[nb]): the last i with
+// prefix[i] <= j.
+__device__ int GatheredBlock(int64_t j, const int64_t* prefix, int nb) {
+  int lo = 0, hi = nb - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
     if (prefix[mid] <= j) lo = mid; else hi = mid - 1;
   }
-  return int64_t(blocks[lo]) * bk + (j - prefix[lo]);
+  return lo;
 }
 
-// One block per chunk row: the selected blocks' token scores in canonical order (threads split the dots),
-// their max, the exps (threads split), then thread 0 sums them in ascending key order.
+// Key position of gathered key j (0 <= j < prefix[nb]).
+__device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* prefix, int nb, int64_t bk) {
+  const int i = GatheredBlock(j, prefix, nb);
+  return int64_t(blocks[i]) * bk + (j - prefix[i]);
+}
+
+// docs:begin gpu-exact-index-lse One block per chunk row: the selected blocks' token scores x in canonical order
+// (threads split the dots), gathered in ascending block id, keys ascending. The terms whose logsumexp is index_lse:
+// native, the token scores themselves; score_format fp16, one l_b = fp16(M[b]) + log(sum exp(x - M[b])) per selected
+// block (thread i: block i's first maximum M, then, after the threads split the exps, its sum in ascending key order).
+// Then the reference's CanonicalLogSumExp of the terms: their first maximum m (thread 0), exp(term - m) (threads
+// split), the sum in ascending order and m + log(sum) (thread 0).
 __global__ void IndexLseKernel(const double* index_q, const double* index_k, const int32_t* topk, ChunkGeometry g,
-                               double scale, double* work, double* index_lse) {
+                               double scale, int score_format, double* work, double* index_lse) {
   extern __shared__ int64_t ismem[];
-  int64_t* prefix = ismem;                                   // [top_k + 1]
-  int32_t* blocks = reinterpret_cast<int32_t*>(ismem + g.top_k + 1);  // [top_k]
+  int64_t* prefix = ismem;                                             // [top_k + 1]
+  double* block_terms = reinterpret_cast<double*>(ismem + g.top_k + 1);  // [top_k]: fp16: M[b], then l_b
+  int32_t* blocks = reinterpret_cast<int32_t*>(block_terms + g.top_k);  // [top_k]
   __shared__ int nb_shared;
   __shared__ double m_shared;
   const int64_t row = blockIdx.x;
@@ -199,28 +212,51 @@ __global__ void IndexLseKernel(const double* index_q, const double* index_k, con
   __syncthreads();
   const int nb = nb_shared;
   const int64_t n = prefix[nb];
-  double* x = work + row * int64_t(g.top_k) * g.bk;
+  double* x = work + row * int64_t(g.top_k) * g.bk;  // [n]
   const double* query = index_q + (t * g.hidx + r) * g.di;
   for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
     const int64_t key = GatheredKey(j, blocks, prefix, nb, g.bk);
     x[j] = Dot(query, index_k + (g.key_begin + key) * g.di, g.di) * scale;
   }
   __syncthreads();
+  double* terms = x;
+  int64_t count = n;
+  if (score_format == kScoresFp16) {
+    for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+      double m = x[prefix[i]];
+      for (int64_t j = prefix[i] + 1; j < prefix[i + 1]; ++j) m = m < x[j] ? x[j] : m;  // std::max_element
+      block_terms[i] = m;
+    }
+    __syncthreads();
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      x[j] = CanonicalExp(x[j] - block_terms[GatheredBlock(j, prefix, nb)]);
+    }
+    __syncthreads();
+    for (int i = threadIdx.x; i < nb; i += blockDim.x) {
+      double l = 0.0;
+      for (int64_t j = prefix[i]; j < prefix[i + 1]; ++j) l += x[j];
+      block_terms[i] = Fp16Score(block_terms[i]) + CanonicalLog(l);
+    }
+    __syncthreads();
+    terms = block_terms;
+    count = nb;
+  }
   if (threadIdx.x == 0) {
-    double m = x[0];
-    for (int64_t j = 1; j < n; ++j) m = m < x[j] ? x[j] : m;  // std::max
+    double m = terms[0];
+    for (int64_t j = 1; j < count; ++j) m = m < terms[j] ? terms[j] : m;  // std::max
     m_shared = m;
   }
   __syncthreads();
   const double m = m_shared;
-  for (int64_t j = threadIdx.x; j < n; j += blockDim.x) x[j] = CanonicalExp(x[j] - m);
+  for (int64_t j = threadIdx.x; j < count; j += blockDim.x) terms[j] = CanonicalExp(terms[j] - m);
   __syncthreads();
   if (threadIdx.x == 0) {
     double l = 0.0;
-    for (int64_t j = 0; j < n; ++j) l += x[j];
+    for (int64_t j = 0; j < count; ++j) l += terms[j];
     index_lse[r * g.total_q + t] = m + CanonicalLog(l);
   }
 }
+// docs:end gpu-exact-index-lse
 
 // ---- main branch ----
 
@@ -484,15 +520,16 @@ cudaError_t ExactPool(int pooling, const double* scratch, int64_t ld, const doub
 }
 
 cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const int32_t* topk, const ChunkGeometry& g,
-                          double scale, double* work, double* index_lse) {
+                          double scale, int score_format, double* work, double* index_lse) {
   const int64_t rows = g.nq * g.hidx;
   if (rows <= 0) return cudaSuccess;
-  const size_t smem = size_t(g.top_k + 1) * sizeof(int64_t) + size_t(g.top_k) * sizeof(int32_t);
+  const size_t smem =
+      size_t(g.top_k + 1) * sizeof(int64_t) + size_t(g.top_k) * sizeof(double) + size_t(g.top_k) * sizeof(int32_t);
   if (smem > 48 * 1024) {
     cudaError_t err = cudaFuncSetAttribute(IndexLseKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (err != cudaSuccess) return err;
   }
-  IndexLseKernel<<<unsigned(rows), 128, smem>>>(index_q, index_k, topk, g, scale, work, index_lse);
+  IndexLseKernel<<<unsigned(rows), 128, smem>>>(index_q, index_k, topk, g, scale, score_format, work, index_lse);
   return cudaGetLastError();
 }
 

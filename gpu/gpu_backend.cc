@@ -332,10 +332,14 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   DeviceBuffer<int32_t> topk;
   DeviceBuffer<double> index_lse, bs_double, tokens, means, pmeans, work;
   DeviceBuffer<float> bs_float;
-  DeviceBuffer<unsigned long long> bad_row;
+  // flags[0]: the first (query, group) t * Hidx + r whose index scores are not finite; flags[1]: the first whose
+  // fp16 block scores overflow binary16 (score_format fp16). All ones: none.
+  DeviceBuffer<unsigned long long> flags;
   MSA_RETURN_IF_ERROR(topk.Allocate(hidx * total_q * top_k, "topk_indices"));
   if (want_lse) MSA_RETURN_IF_ERROR(index_lse.Allocate(hidx * total_q, "index_lse"));
-  MSA_RETURN_IF_ERROR(bad_row.Allocate(1, "flag"));
+  MSA_RETURN_IF_ERROR(flags.Allocate(2, "flags"));
+  unsigned long long* const bad_row = flags.get();
+  unsigned long long* const overflow_row = flags.get() + 1;
   if (exact) {
     MSA_RETURN_IF_ERROR(bs_double.Allocate(max_rows * max_blocks, "block scores"));
     if (config.pooling != Pooling::kMean) MSA_RETURN_IF_ERROR(tokens.Allocate(max_tokens, "token scores"));
@@ -348,7 +352,8 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     MSA_RETURN_IF_ERROR(bs_float.Allocate(bs_rows * max_blocks, "block scores"));
   }
   const unsigned long long no_bad = std::numeric_limits<unsigned long long>::max();
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(bad_row.get(), &no_bad, sizeof no_bad, cudaMemcpyHostToDevice));
+  const unsigned long long no_flags[2] = {no_bad, no_bad};
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(flags.get(), no_flags, sizeof no_flags, cudaMemcpyHostToDevice));
 
   const int pooling = int(config.pooling);
   TopKKernel topk_kernel = TopKKernel::kWarp;
@@ -374,15 +379,24 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   base.bk = int(bk);
   base.top_k = int(top_k);
   base.init_blocks = config.init_blocks;
+  base.local_blocks = config.local_blocks;
   base.max_blocks = max_blocks;
   const int lowp = LowpCode(config.precision);
+  const int score_format = int(config.score_format);
+  // score_format fp16: the block scores of a (batched) chunk's first `rows` buffer rows become their binary16 values
+  // before they are ranked or downloaded (SPEC section 2).
+  const auto round_scores = [&](const ChunkGeometry& g, int64_t rows) {
+    if (config.score_format != ScoreFormat::kFp16) return cudaSuccess;
+    return exact ? RoundScoresToBinary16(bs_double.get(), g, rows, overflow_row)
+                 : RoundScoresToBinary16(bs_float.get(), g, rows, overflow_row);
+  };
   // Block maxima of a (batched) chunk into bs_float (the default stream).
   const auto block_max = [&](const ChunkGeometry& g) {
     if (fp8) {
-      return BlockMaxScoresFp8(index_q.e4m3.get(), index_k.e4m3.get(), g, float(scale), bs_float.get(), bad_row.get());
+      return BlockMaxScoresFp8(index_q.e4m3.get(), index_k.e4m3.get(), g, float(scale), bs_float.get(), bad_row);
     }
     return (index_kernel == IndexKernel::kWgmma ? BlockMaxScoresWgmma : BlockMaxScores)(
-        lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale), bs_float.get(), bad_row.get(), nullptr);
+        lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale), bs_float.get(), bad_row, nullptr);
   };
   // The selection of a (batched) chunk's rows from bs_float by the RankTopK family, or RankFloat past it.
   const auto rank_lowp = [&](const ChunkGeometry& g) -> Status {
@@ -424,6 +438,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     g.num_sequences = num_chunks;
     MSA_CUDA_RETURN_IF_ERROR(FillFloat(bs_float.get(), batch_nq * hidx * max_blocks, -INFINITY));
     MSA_CUDA_RETURN_IF_ERROR(block_max(g));
+    MSA_CUDA_RETURN_IF_ERROR(round_scores(g, batch_nq * hidx));
     MSA_RETURN_IF_ERROR(rank_lowp(g));
     for (const SequenceChunk& chunk : sequence_chunks) {  // index_lse per sequence (an optional training output)
       if (!want_lse) continue;
@@ -434,7 +449,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
       gs.key_begin = chunk.key_begin;
       gs.k_len = chunk.k_len;
       MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), gs,
-                                            float(scale), index_lse.get()));
+                                            float(scale), score_format, index_lse.get()));
     }
     if (outputs.block_scores != nullptr) MSA_RETURN_IF_ERROR(download_block_scores(g.t0, batch_nq * hidx));
     if (progress) progress(1.0);
@@ -465,27 +480,29 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
           MSA_CUDA_RETURN_IF_ERROR(ExactPartialMeans(index_k.wide.get(), g, pmeans.get()));
         }
         MSA_CUDA_RETURN_IF_ERROR(ExactPool(pooling, tokens.get(), ld, index_q.wide.get(), means.get(), pmeans.get(), g,
-                                           scale, /*check_tokens=*/true, bs_double.get(), bad_row.get()));
+                                           scale, /*check_tokens=*/true, bs_double.get(), bad_row));
+        MSA_CUDA_RETURN_IF_ERROR(round_scores(g, rows));
         MSA_CUDA_RETURN_IF_ERROR(RankDouble(bs_double.get(), g, topk.get()));
         if (want_lse) {
-          MSA_CUDA_RETURN_IF_ERROR(
-              ExactIndexLse(index_q.wide.get(), index_k.wide.get(), topk.get(), g, scale, work.get(), index_lse.get()));
+          MSA_CUDA_RETURN_IF_ERROR(ExactIndexLse(index_q.wide.get(), index_k.wide.get(), topk.get(), g, scale,
+                                                 score_format, work.get(), index_lse.get()));
         }
       } else {
         MSA_CUDA_RETURN_IF_ERROR(FillFloat(bs_float.get(), rows * max_blocks, -INFINITY));
         if (config.pooling == Pooling::kMean) {
           MSA_CUDA_RETURN_IF_ERROR(LowpMeanScores(lowp, index_q.narrow.get(), index_k.narrow.get(), g, float(scale),
-                                                  bs_float.get(), bad_row.get()));
+                                                  bs_float.get(), bad_row));
         } else if (config.pooling == Pooling::kMax && BlockMaxScoresFits(int(di), int(bk), float(scale))) {
           MSA_CUDA_RETURN_IF_ERROR(block_max(g));
         } else {
           MSA_CUDA_RETURN_IF_ERROR(LowpBlockScores(lowp, pooling, index_q.narrow.get(), index_k.narrow.get(), g,
-                                                   float(scale), bs_float.get(), bad_row.get()));
+                                                   float(scale), bs_float.get(), bad_row));
         }
+        MSA_CUDA_RETURN_IF_ERROR(round_scores(g, rows));
         MSA_RETURN_IF_ERROR(rank_lowp(g));
         if (want_lse) {
           MSA_CUDA_RETURN_IF_ERROR(LowpIndexLse(lowp, index_q.narrow.get(), index_k.narrow.get(), topk.get(), g,
-                                                float(scale), index_lse.get()));
+                                                float(scale), score_format, index_lse.get()));
         }
       }
       if (outputs.block_scores != nullptr) MSA_RETURN_IF_ERROR(download_block_scores(g.t0, rows));
@@ -503,13 +520,18 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
     MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.index_lse, index_lse.get(), size_t(hidx * total_q) * 8,
                                         cudaMemcpyDeviceToHost));
   }
-  unsigned long long bad = no_bad;
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(&bad, bad_row.get(), sizeof bad, cudaMemcpyDeviceToHost));
-  if (bad != no_bad) {
+  unsigned long long first[2] = {no_bad, no_bad};  // flags: a non-finite score first, as the reference reports
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(first, flags.get(), sizeof first, cudaMemcpyDeviceToHost));
+  if (const unsigned long long bad = first[0]; bad != no_bad) {
     return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
                            std::to_string(bad % hidx) + " is not finite: index_q and index_k are too large for " +
                            (exact ? std::string("a double dot product") :
                                     std::string(PrecisionName(config.precision)) + " inputs with fp32 accumulation"));
+  }
+  if (const unsigned long long overflow = first[1]; overflow != no_bad) {
+    return InvalidArgument("block score of query " + std::to_string(overflow / hidx) + ", group " +
+                           std::to_string(overflow % hidx) +
+                           " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
   }
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include "gpu/chunk.cuh"
 #include "gpu/kernels.h"
 #include "gpu/mma.cuh"
+#include "gpu/rank_row.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -202,86 +203,6 @@ __device__ inline unsigned long long RankKey(float score, int64_t id) {
   return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
 }
 
-// docs:begin gpu-rank-topk RankTopK: one warp per chunk row. Lane j scans the candidates init + j, init + j + 32,
-// ... (coalesced) and keeps its best kCap keys sorted in registers (an unrolled insertion: the array is
-// indexed only by constants). Then `take` rounds of a warp-wide max pick the next best key; the lane holding
-// it shifts its list. Keys are unique (ids differ), so exactly one lane pops per round, and the order is
-// exactly the serial one (score desc, id asc). The init blocks, the local block last and -1 padding follow.
-// A batched chunk: blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores.
-template <int kCap>
-__global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) {
-  bs += EnterSequence(g, blockIdx.y) * g.max_blocks;
-  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= g.nq * g.hidx) return;
-  const int64_t t_local = row / g.hidx, r = row % g.hidx;
-  const int64_t pos = g.pos0 + t_local;
-  const int64_t local = pos / g.bk;
-  const int64_t init = g.init_blocks < local ? g.init_blocks : local;
-  const float* scores = bs + row * g.max_blocks;
-  int32_t* out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
-  int64_t take = g.top_k - (init + 1);
-  if (take > local - init) take = local - init;
-  unsigned long long list[kCap];
-#pragma unroll
-  for (int i = 0; i < kCap; ++i) list[i] = 0;  // below every real key
-  if (take > 0) {
-    for (int64_t b = init + lane; b < local; b += 32) {
-      unsigned long long key = RankKey(scores[b], b);
-      if (key <= list[kCap - 1]) continue;
-#pragma unroll
-      for (int i = 0; i < kCap; ++i) {
-        if (key > list[i]) {
-          const unsigned long long moved = list[i];
-          list[i] = key;
-          key = moved;
-        }
-      }
-    }
-  }
-  for (int64_t slot = 0; slot < take; ++slot) {
-    unsigned long long winner = list[0];
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const unsigned long long other = __shfl_xor_sync(kFullMask, winner, offset);
-      winner = other > winner ? other : winner;
-    }
-    if (list[0] == winner) {
-#pragma unroll
-      for (int i = 0; i + 1 < kCap; ++i) list[i] = list[i + 1];
-      list[kCap - 1] = 0;
-    }
-    if (lane == 0) out[slot] = int32_t(0xffffffffu - static_cast<uint32_t>(winner));
-  }
-  if (lane == 0) {
-    int64_t slot = take > 0 ? take : 0;
-    for (int64_t b = 0; b < init; ++b) out[slot++] = int32_t(b);
-    out[slot++] = int32_t(local);
-    while (slot < g.top_k) out[slot++] = -1;
-  }
-}
-// docs:end gpu-rank-topk
-
-// ---- RankTopKThreshold: the same selection as RankTopK, bit for bit, with a threshold filter ----
-// Where a row is and what it ranks: candidates [init, local), `take` of them picked.
-struct RankRow {
-  int64_t local = 0, init = 0, take = 0;
-  const float* scores = nullptr;  // [max_blocks] of the row
-  int32_t* out = nullptr;         // [top_k] of the row in topk [Hidx, total_q, top_k]
-};
-
-__device__ inline RankRow PlaceRankRow(const float* bs, const ChunkGeometry& g, int32_t* topk, int64_t row) {
-  RankRow p;
-  const int64_t t_local = row / g.hidx, r = row % g.hidx;
-  p.local = (g.pos0 + t_local) / g.bk;
-  p.init = g.init_blocks < p.local ? g.init_blocks : p.local;
-  p.scores = bs != nullptr ? bs + row * g.max_blocks : nullptr;
-  p.out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
-  p.take = g.top_k - (p.init + 1);
-  if (p.take > p.local - p.init) p.take = p.local - p.init;
-  return p;
-}
-
 // The warp's best key over the lanes' list heads; the lane holding it (keys are unique) shifts its list.
 template <int kCap>
 __device__ inline unsigned long long PopWarpMax(unsigned long long (&list)[kCap]) {
@@ -299,22 +220,53 @@ __device__ inline unsigned long long PopWarpMax(unsigned long long (&list)[kCap]
   return winner;
 }
 
-// `take` pops written as block ids, then the init blocks, the local block and -1 padding (RankTopK's tail).
+// The row's `take` pops written as block ids, then its forced blocks and -1 padding (lane 0 writes).
 template <int kCap>
-__device__ inline void PopAndWriteRow(const RankRow& p, const ChunkGeometry& g, int lane,
+__device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeometry& g, int lane,
                                       unsigned long long (&list)[kCap]) {
-  for (int64_t slot = 0; slot < p.take; ++slot) {
+  for (int64_t slot = 0; slot < p.forced.take; ++slot) {
     const unsigned long long winner = PopWarpMax(list);
     if (lane == 0) p.out[slot] = int32_t(0xffffffffu - static_cast<uint32_t>(winner));
   }
-  if (lane == 0) {
-    int64_t slot = p.take > 0 ? p.take : 0;
-    for (int64_t b = 0; b < p.init; ++b) p.out[slot++] = int32_t(b);
-    p.out[slot++] = int32_t(p.local);
-    while (slot < g.top_k) p.out[slot++] = -1;
-  }
+  if (lane == 0) WriteForcedTail(p.forced, g.top_k, p.out);
 }
 
+// docs:begin gpu-rank-topk RankTopK: one warp per chunk row. Lane j scans the candidates init_end + j,
+// init_end + j + 32, ... (coalesced; the candidates [init_end, local_begin) of gpu/rank_row.cuh) and keeps its best
+// kCap keys sorted in registers (an unrolled insertion: the array is indexed only by constants). Then `take` rounds
+// of a warp-wide max pick the next best key (PopWarpMax); the lane holding it shifts its list. Keys are unique (ids
+// differ), so exactly one lane pops per round, and the order is exactly the serial one (score desc, id asc). The
+// forced blocks and -1 padding follow (WriteForcedTail). A batched chunk: blockIdx.y is the sequence
+// (EnterSequence), its rows at their offset in the block scores.
+template <int kCap>
+__global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) {
+  bs += EnterSequence(g, blockIdx.y) * g.max_blocks;
+  const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= g.nq * g.hidx) return;
+  const RankRow<float> p = PlaceRankRow(bs, g, topk, row);
+  unsigned long long list[kCap];
+#pragma unroll
+  for (int i = 0; i < kCap; ++i) list[i] = 0;  // below every real key
+  if (p.forced.take > 0) {
+    for (int64_t b = p.forced.init_end + lane; b < p.forced.local_begin; b += 32) {
+      unsigned long long key = RankKey(p.scores[b], b);
+      if (key <= list[kCap - 1]) continue;
+#pragma unroll
+      for (int i = 0; i < kCap; ++i) {
+        if (key > list[i]) {
+          const unsigned long long moved = list[i];
+          list[i] = key;
+          key = moved;
+        }
+      }
+    }
+  }
+  PopAndWriteRow(p, g, lane, list);
+}
+// docs:end gpu-rank-topk
+
+// ---- RankTopKThreshold: the same selection as RankTopK, bit for bit, with a threshold filter ----
 // docs:begin gpu-rank-topk-threshold
 // ThresholdLists: the best `take` (1..kCap) keys of the candidates [begin, end) of one row into the warp's lists
 // (lane j: the candidates begin + j, begin + j + 32, ...; each list sorted descending, 0-padded).
@@ -370,11 +322,11 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
 
 // RankTopKThresholdKernel: one warp per (row, split). splits == 1: the warp ranks the whole row with
 // ThresholdLists and writes it as RankTopK does. splits > 1 (few rows, many candidates: decode): split s takes
-// the candidates [init + s * per_split, init + (s + 1) * per_split) clipped to local, and writes its best
-// `take` keys, sorted descending and 0-padded (0 is below every real key), to
-// ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row. A batched chunk:
-// blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores and in ws.
-// Registers: 77 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 96 at kCap 32 (sm_90a, no spills).
+// the candidates [init_end + s * per_split, init_end + (s + 1) * per_split) clipped to local_begin (the row's
+// candidates, gpu/rank_row.cuh), and writes its best `take` keys, sorted descending and 0-padded (0 is below every
+// real key), to ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row. A batched
+// chunk: blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores and in ws.
+// Registers: 76 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 128 at kCap 32 (sm_90a, no spills).
 template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
     RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
@@ -386,31 +338,32 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
   const int64_t rows = g.nq * g.hidx;
   if (warp / splits >= rows) return;  // whole warps
   const int64_t row = rows - 1 - warp / splits, split = warp % splits;  // the longest rows (latest queries) first
-  const RankRow p = PlaceRankRow(bs, g, topk, row);
+  const RankRow<float> p = PlaceRankRow(bs, g, topk, row);
+  const ForcedBlocks& f = p.forced;
   unsigned long long list[kCap];
 #pragma unroll
   for (int i = 0; i < kCap; ++i) list[i] = 0;
-  if (p.take > 0) {
-    const int64_t begin = splits == 1 ? p.init : p.init + split * per_split;
-    int64_t end = splits == 1 ? p.local : begin + per_split;
-    if (end > p.local) end = p.local;
-    ThresholdLists(p.scores, begin, end, int(p.take), lane, list);
+  if (f.take > 0) {
+    const int64_t begin = splits == 1 ? f.init_end : f.init_end + split * per_split;
+    int64_t end = splits == 1 ? f.local_begin : begin + per_split;
+    if (end > f.local_begin) end = f.local_begin;
+    ThresholdLists(p.scores, begin, end, int(f.take), lane, list);
   }
   if (splits == 1) {
     PopAndWriteRow(p, g, lane, list);
     return;
   }
   unsigned long long* dst = ws + ((first_row + row) * splits + split) * int64_t(g.top_k);
-  for (int64_t slot = 0; slot < p.take; ++slot) {
+  for (int64_t slot = 0; slot < f.take; ++slot) {
     const unsigned long long winner = PopWarpMax(list);
     if (lane == 0) dst[slot] = winner;
   }
 }
 
 // RankTopKMergeKernel: one warp per row; lane s < splits loads split s's sorted list as its own list (already
-// in order: no insertion), then `take` PopWarpMax rounds and RankTopK's tail. The union of the splits' best
-// `take` holds the row's best `take` (each of those is among its own split's best take), so the order is
-// RankTopK's. A batched chunk: blockIdx.y is the sequence, as in RankTopKThresholdKernel.
+// in order: no insertion), then `take` PopWarpMax rounds and the forced tail (PopAndWriteRow). The union of the
+// splits' best `take` holds the row's best `take` (each of those is among its own split's best take), so the order
+// is RankTopK's. A batched chunk: blockIdx.y is the sequence, as in RankTopKThresholdKernel.
 template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
     RankTopKMergeKernel(ChunkGeometry g, int splits, const unsigned long long* ws, int32_t* topk) {
@@ -418,11 +371,11 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (row >= g.nq * g.hidx) return;
-  const RankRow p = PlaceRankRow(nullptr, g, topk, row);
+  const RankRow<float> p = PlaceRankRow<float>(nullptr, g, topk, row);
   unsigned long long list[kCap];
   const unsigned long long* src = ws + ((first_row + row) * splits + lane) * int64_t(g.top_k);
 #pragma unroll
-  for (int i = 0; i < kCap; ++i) list[i] = lane < splits && i < p.take ? src[i] : 0;
+  for (int i = 0; i < kCap; ++i) list[i] = lane < splits && i < p.forced.take ? src[i] : 0;
   PopAndWriteRow(p, g, lane, list);
 }
 // docs:end gpu-rank-topk-threshold
@@ -433,6 +386,13 @@ constexpr int kMaxSplits = 32;     // one merge lane per split
 
 // Warps that fill the device: about 2 waves of 8-warp CTAs, one per SM each.
 int TopKTargetWarps() { return 16 * SmCount(); }
+
+// The most ranked candidates of any row of the chunk: those of its last query (batched: of the latest query of
+// any sequence), whose row sees the most blocks (gpu/rank_row.cuh).
+int64_t MostCandidates(const ChunkGeometry& g) {
+  const int64_t visible = (g.pos0 + g.nq - 1) / g.bk + 1;
+  return ForcedBlocksOf(visible, g.init_blocks, g.local_blocks, g.top_k).candidates();
+}
 
 template <int kLowp, int kMTiles>
 cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
@@ -512,9 +472,7 @@ int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes) {
   const int64_t rows = g.num_sequences * g.nq * g.hidx;  // at most this many (batched chunks)
   const int64_t target = TopKTargetWarps();
   if (rows <= 0 || rows >= target || g.top_k <= 0) return 1;
-  const int64_t last_local = (g.pos0 + g.nq - 1) / g.bk;
-  const int64_t init = std::min<int64_t>(g.init_blocks, last_local);
-  const int64_t n = last_local - init;  // the most candidates of any row of the chunk (its last query)
+  const int64_t n = MostCandidates(g);
   int64_t splits = std::min<int64_t>({kMaxSplits, (target + rows - 1) / rows, (n + kMinPerSplit - 1) / kMinPerSplit});
   const int64_t fit = int64_t(workspace_bytes / (size_t(rows) * size_t(g.top_k) * sizeof(unsigned long long)));
   splits = std::min(splits, fit);
@@ -529,8 +487,7 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
   const int splits = workspace != nullptr ? RankTopKThresholdSplits(g, workspace_bytes) : 1;
   int64_t per_split = 0;
   if (splits > 1) {
-    const int64_t last_local = (g.pos0 + g.nq - 1) / g.bk;
-    const int64_t n = last_local - std::min<int64_t>(g.init_blocks, last_local);
+    const int64_t n = MostCandidates(g);
     per_split = (n + splits - 1) / splits;
   }
   auto* ws = static_cast<unsigned long long*>(workspace);

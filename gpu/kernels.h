@@ -1,7 +1,7 @@
 // The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
 // Every launcher enqueues on the default stream (KvOuterAttend, BlockMaxScores, BlockMaxScoresWgmma, RankTopK,
-// RankTopKThreshold: on their `stream`, allocating nothing and never waiting on the host, so that a decode step can be
-// captured in a CUDA graph) and returns cudaGetLastError() after its launches.
+// RankTopKThreshold, RoundScoresToBinary16: on their `stream`, allocating nothing and never waiting on the host, so
+// that a decode step can be captured in a CUDA graph) and returns cudaGetLastError() after its launches.
 //
 // Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
 //   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
@@ -24,6 +24,8 @@ enum InputType : int { kInF64 = 0, kInF32 = 1, kInBF16 = 2, kInF16 = 3 };
 enum LowpType : int { kLowpBF16 = 0, kLowpF16 = 1 };
 // Block pooling codes, as msa::Pooling.
 enum PoolCode : int { kPoolMax = 0, kPoolLse = 1, kPoolMean = 2 };
+// Block score formats, as msa::ScoreFormat (kScoresFp16: max pooling only, SPEC section 2).
+enum ScoreCode : int { kScoresNative = 0, kScoresFp16 = 1 };
 
 // One sequence's chunk inside a batched chunk (the per-sequence fields of ChunkGeometry).
 struct SequenceChunk {
@@ -38,6 +40,7 @@ struct ChunkGeometry {
   int64_t k_len = 0;      // keys of the sequence
   int64_t total_q = 0;
   int hidx = 0, di = 0, bk = 0, top_k = 0, init_blocks = 0;
+  int local_blocks = 1;    // the forced trailing blocks of a row (Config::local_blocks; gpu/rank_row.cuh)
   int64_t max_blocks = 0;  // row stride of the chunk's block-score buffer
   // A batched chunk (taken by BlockMaxScores, BlockMaxScoresWgmma, RankTopK and RankTopKThreshold only):
   // `sequences` (device memory, [num_sequences], ascending t0, each nq >= 1) holds the sequences' own chunks, and
@@ -98,10 +101,12 @@ cudaError_t ExactPartialMeans(const double* index_k, const ChunkGeometry& g, dou
 cudaError_t ExactPool(int pooling, const double* scratch, int64_t ld, const double* index_q, const double* means,
                       const double* pmeans, const ChunkGeometry& g, double scale, bool check_tokens, double* bs,
                       unsigned long long* bad_row);
-// index_lse of the chunk's rows over their selection (topk), the token scores recomputed in canonical order.
-// work: [nq * Hidx * top_k * Bk] doubles of scratch.
+// index_lse of the chunk's rows over their selection (topk), the token scores recomputed in canonical order (SPEC
+// section 4): score_format kScoresNative: the logsumexp of the selected blocks' token scores; kScoresFp16: per
+// selected block b (ascending id) l_b = fp16(M[b]) + log(sum of exp(x - M[b]) over its keys, ascending), then the
+// logsumexp of the l_b. work: [nq * Hidx * top_k * Bk] doubles of scratch.
 cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const int32_t* topk, const ChunkGeometry& g,
-                          double scale, double* work, double* index_lse);
+                          double scale, int score_format, double* work, double* index_lse);
 // Main branch over the selection, every query of the batch in one launch.
 struct AttendGeometry {
   int64_t total_q = 0;
@@ -114,9 +119,20 @@ cudaError_t ExactAttend(const double* q, const double* k, const double* v, const
 bool ExactFits(int d, int dv, int di, int group_size);
 
 // ---- shared by both modes ----
-// The selection of each chunk row from its block scores (score desc, id asc; init blocks; local last; -1).
+// The selection of each chunk row from its block scores (SPEC section 2, gpu/rank_row.cuh: the ranked candidates by
+// score desc, id asc; the init blocks; the other forced trailing blocks; the local block last; -1).
 cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
 cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
+// score_format fp16 (SPEC section 2): the block scores of the first `rows` rows of a chunk's buffer, bs[row *
+// max_blocks + blk] (row = (t - g.t0) * Hidx + r: a plain chunk's nq * Hidx rows, or every row of a batched chunk),
+// each replaced by its binary16 value (gpu/fp16_score.cuh: nearest, ties to even, rounded once from the stored
+// double or float), before ranking and download. -inf (blocks not visible) and non-finite scores (bad rows) keep
+// their value; a finite score whose binary16 value is +-inf (|score| >= 65520) records min(t * Hidx + r) in
+// *overflow_row. On `stream`, allocating nothing (a decode step's graph can hold it).
+cudaError_t RoundScoresToBinary16(double* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream = nullptr);
+cudaError_t RoundScoresToBinary16(float* bs, const ChunkGeometry& g, int64_t rows, unsigned long long* overflow_row,
+                                  cudaStream_t stream = nullptr);
 
 // ---- low precision (bf16 / fp16 storage, fp32 accumulation, tensor cores) ----
 // Block scores (max / lse pooling; the backend takes BlockMaxScores for max where it fits) of the chunk from
@@ -176,8 +192,8 @@ inline constexpr float kFp8IndexRelBound = 1.0f / 1024.0f;
 // Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
 bool RankTopKFits(int top_k);
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
-// The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init
-// blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
+// The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init and
+// trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
 // then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one warp
 // per row, one launch. Few rows with many candidates (decode: fewer rows than about 16 warps per SM): each row's
 // candidates are split over up to 32 warps (at least 256 candidates each), each split writes its best `take`
@@ -204,9 +220,9 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);
-// index_lse over the selection in fp32.
+// index_lse over the selection in fp32, by score_format as ExactIndexLse (any order: per lane, then over the warp).
 cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk,
-                         const ChunkGeometry& g, float scale, double* index_lse);
+                         const ChunkGeometry& g, float scale, int score_format, double* index_lse);
 // Block-sparse main branch: one warp per (query, group, 16 heads), two passes over the gathered keys (the
 // part-1 kernel; the backend takes QOuterAttend where it fits).
 cudaError_t LowpAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "gpu/fp16_score.cuh"
 #include "gpu/kernels.h"
 #include "gpu/mma.cuh"
 #include "gpu/sorted_selection.cuh"
@@ -190,11 +191,20 @@ __global__ void MeanScoresKernel(const uint16_t* index_q, const uint16_t* index_
   if (!isfinite(value)) RecordBad(bad_row, g, row);
 }
 
+// The logsumexp states (m, l) of a warp's lanes merged (xor butterfly); lane 0 holds the warp's.
+__device__ inline void WarpLseMerge(float& m, float& l) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float om = __shfl_xor_sync(kFullMask, m, offset), ol = __shfl_xor_sync(kFullMask, l, offset);
+    LseMerge(m, l, om, ol);
+  }
+}
+
 // index_lse over the selection in fp32: one warp per chunk row, lanes over keys, online logsumexp merged. Token
-// scores are rounded as the yardstick rounds them (index_lse is judged by the 2x rule against it).
+// scores are rounded as the yardstick rounds them (index_lse is judged by the 2x rule against it). score_format
+// fp16: each selected block's own state (M, L) merged over the warp, and l_b = fp16(M) + log(L) added into lane 0's.
 template <int kLowp>
 __global__ void IndexLseKernel(const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk, ChunkGeometry g,
-                               float scale, double* index_lse) {
+                               float scale, int score_format, double* index_lse) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (warp >= g.nq * g.hidx) return;
@@ -202,21 +212,28 @@ __global__ void IndexLseKernel(const uint16_t* index_q, const uint16_t* index_k,
   const int64_t pos = g.pos0 + t_local;
   const int32_t* sel = topk + (r * g.total_q + t) * int64_t(g.top_k);
   const uint16_t* query = index_q + (t * g.hidx + r) * g.di;
+  const bool fp16 = score_format == kScoresFp16;
   float m = -INFINITY, l = 0.0f;
   for (int slot = 0; slot < g.top_k && sel[slot] != -1; ++slot) {
     const int64_t first = int64_t(sel[slot]) * g.bk;
     const int64_t last = (first + g.bk - 1 < pos ? first + g.bk - 1 : pos);
+    float block_m = -INFINITY, block_l = 0.0f;  // fp16: this block's state
     for (int64_t s = first + lane; s <= last; s += 32) {
       const uint16_t* key = index_k + (g.key_begin + s) * g.di;
       float dot = 0.0f;
       for (int d = 0; d < g.di; ++d) dot += ToFloat<kLowp>(query[d]) * ToFloat<kLowp>(key[d]);
-      LseAdd(m, l, Score<kLowp>(dot, scale));
+      if (fp16) {
+        LseAdd(block_m, block_l, Score<kLowp>(dot, scale));
+      } else {
+        LseAdd(m, l, Score<kLowp>(dot, scale));
+      }
+    }
+    if (fp16) {
+      WarpLseMerge(block_m, block_l);
+      if (lane == 0) LseAdd(m, l, Fp16Score(block_m) + logf(block_l));
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float om = __shfl_xor_sync(kFullMask, m, offset), ol = __shfl_xor_sync(kFullMask, l, offset);
-    LseMerge(m, l, om, ol);
-  }
+  WarpLseMerge(m, l);  // fp16: the other lanes hold (-inf, 0), which merges as nothing
   if (lane == 0) index_lse[r * g.total_q + t] = double(m + logf(l));
 }
 
@@ -478,14 +495,14 @@ cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* in
 }
 
 cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk,
-                         const ChunkGeometry& g, float scale, double* index_lse) {
+                         const ChunkGeometry& g, float scale, int score_format, double* index_lse) {
   const int64_t rows = g.nq * g.hidx;
   if (rows <= 0) return cudaSuccess;
   const unsigned grid = unsigned((rows * 32 + 255) / 256);
   if (lowp == kLowpBF16) {
-    IndexLseKernel<kLowpBF16><<<grid, 256>>>(index_q, index_k, topk, g, scale, index_lse);
+    IndexLseKernel<kLowpBF16><<<grid, 256>>>(index_q, index_k, topk, g, scale, score_format, index_lse);
   } else {
-    IndexLseKernel<kLowpF16><<<grid, 256>>>(index_q, index_k, topk, g, scale, index_lse);
+    IndexLseKernel<kLowpF16><<<grid, 256>>>(index_q, index_k, topk, g, scale, score_format, index_lse);
   }
   return cudaGetLastError();
 }

@@ -2,7 +2,9 @@
 // bf16/fp16 passing the oracle rules (near-tie flips counted, not failed) on those cases and on the shapes that
 // reach the part-1 attention kernel, the bf16/fp16 selection equal to the reference's where block maxima tie
 // exactly (the tie order of SPEC section 2), the KV-outer direct lists equal to the general ones on decode batches,
-// bitwise replay, and clean Status answers where it declines. The e4m3 index kernels (RoundToE4M3, E4M3ToLowp,
+// bitwise replay, and clean Status answers where it declines. SPEC v2's local_blocks > 1 and score_format fp16: exact
+// bit for bit on problems built for them (overlapping forced sets, binary16 ties, binary16 overflow), bf16/fp16 ranked
+// by their own block scores under every forced kernel choice. The e4m3 index kernels (RoundToE4M3, E4M3ToLowp,
 // BlockMaxScoresFp8) are called directly: against a host rounding of their own and against exact block maxima.
 // Without a usable CUDA device (or without a CUDA build) every device test skips with a message saying why; the
 // conformance and property suites run the gpu backend too when it is available.
@@ -14,6 +16,7 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -21,11 +24,13 @@
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 
+#include "msa/forced_blocks.h"
 #include "oracle/cases.h"
 #include "oracle/compare.h"
 #include "oracle/problem.h"
 #include "oracle/properties.h"
 #include "oracle/random.h"
+#include "reference/reference.h"
 #include "tests/arbitrary.h"
 
 #if defined(MSA_HAVE_CUDA)  // the CUDA build: the fp8 index kernels are called directly
@@ -220,10 +225,28 @@ struct TieRows {
   // magnitude): the bf16 and fp16 block maxima are then exact too, and so is every tie between them.
   std::vector<bool> exact;
   int64_t exact_rows = 0;
-  // Exact rows where ties decide the selection: the lowest score among the selected history blocks equals the
+  // Exact rows where ties decide the selection: the lowest score among the selected ranked candidates equals the
   // highest among the candidates left out, so only the tie order (block id ascending) tells them apart.
   int64_t tie_decided_rows = 0;
+  int64_t any_tie_decided_rows = 0;  // rows where ties decide, exact or not
 };
+
+// Whether ties decide a selection row of `visible` blocks (TieRows::tie_decided_rows) by its block scores.
+bool DecidedByTies(const Config& config, const int32_t* selection, const double* scores, int64_t visible) {
+  // The ranked candidates [init_end, local_begin) and the `take` of them in the row's first slots (SPEC section 2).
+  const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
+  std::vector<bool> selected(size_t(visible), false);
+  double lowest_selected = std::numeric_limits<double>::infinity();
+  for (int64_t slot = 0; slot < forced.take; ++slot) {
+    selected[size_t(selection[slot])] = true;
+    lowest_selected = std::min(lowest_selected, scores[selection[slot]]);
+  }
+  double highest_left_out = -std::numeric_limits<double>::infinity();
+  for (int64_t blk = forced.init_end; blk < forced.local_begin; ++blk) {
+    if (!selected[size_t(blk)]) highest_left_out = std::max(highest_left_out, scores[blk]);
+  }
+  return forced.take > 0 && lowest_selected == highest_left_out;
+}
 
 TieRows FindTieRows(const Problem& problem, const Outputs& reference) {
   const Config& config = problem.config;
@@ -243,21 +266,12 @@ TieRows FindTieRows(const Problem& problem, const Outputs& reference) {
       const double dot = scores[blk] / scale;
       exact = exact && dot == std::nearbyint(dot) && std::fabs(dot) <= 2048.0;
     }
+    const bool decided_by_ties = DecidedByTies(config, selection, scores, local + 1);
+    result.any_tie_decided_rows += decided_by_ties;
     if (!exact) continue;
     result.exact[size_t(row)] = true;
     ++result.exact_rows;
-    const int64_t init = std::min<int64_t>(config.init_blocks, local), history = valid - init - 1;
-    std::vector<bool> selected(size_t(local), false);
-    double lowest_selected = std::numeric_limits<double>::infinity();
-    for (int64_t slot = 0; slot < history; ++slot) {
-      selected[size_t(selection[slot])] = true;
-      lowest_selected = std::min(lowest_selected, scores[selection[slot]]);
-    }
-    double highest_left_out = -std::numeric_limits<double>::infinity();
-    for (int64_t blk = init; blk < local; ++blk) {
-      if (!selected[size_t(blk)]) highest_left_out = std::max(highest_left_out, scores[blk]);
-    }
-    result.tie_decided_rows += history > 0 && lowest_selected == highest_left_out;
+    result.tie_decided_rows += decided_by_ties;
   }
   return result;
 }
@@ -1080,6 +1094,397 @@ TEST(GpuBackend, AnUnknownIndexBatchValueIsRefused) {
   const Status status = Gpu()->select(problem.config, problem.index_inputs(), outputs.selection_outputs(), {});
   ExpectRefusedNaming(status, "batch");
   EXPECT_NE(status.message().find("MSA_GPU_INDEX_BATCH"), std::string::npos) << status.message();
+}
+
+// ---- SPEC v2 selection features: several forced local blocks (local_blocks) and fp16 block scores (score_format) ----
+
+// A problem of the tests below, built (not only generated) once per test.
+struct GpuCase {
+  std::string name;
+  Problem problem;
+};
+
+// local_blocks > 1 (SPEC section 2: the last local_blocks visible blocks forced beside the init blocks, each block
+// counted once): sequences so short that the forced sets overlap (2 init blocks and 3 local ones over 1 to 5 blocks:
+// every block forced), rows with nothing left to rank (take 0), rows with more candidates than room, long rows. Di 16
+// or 32 and Bk a multiple of 64 send max pooling to BlockMaxScores(Wgmma), top_k <= 33 to the RankTopK family: a
+// prefill-and-chunk mix (per-sequence chunks), a decode batch (the batched chunk), few rows over thousands of blocks
+// (RankTopKThreshold's split lists), exact ties at top_k 33 (32-key lists), top_k = init_blocks + local_blocks (no
+// ranked candidate anywhere); then top_k 40 (RankFloat), Bk 16 with lse pooling (LowpBlockScores), and an e4m3 case
+// with fp16 scores (BlockMaxScoresFp8 on an sm_90 device, then the binary16 rounding).
+std::vector<GpuCase> LocalBlocksCases() {
+  std::vector<GpuCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec, int local_blocks) {
+    spec.config.local_blocks = local_blocks;
+    cases.push_back({CaseName(kind, spec), GenerateProblem(spec)});
+  };
+  add("local_prefill",
+      MakeSpec(8, 2, 16, 64, 8, 2, Pooling::kMax,
+               {{1, 1}, {5, 5}, {64, 64}, {65, 65}, {130, 130}, {300, 300}, {3, 700}, {64, 3000}}, DType::kBF16, 801),
+      3);
+  add("local_decode",
+      MakeSpec(8, 4, 32, 128, 8, 1, Pooling::kMax,
+               {{1, 1}, {16, 16}, {1, 5}, {16, 700}, {0, 90}, {1, 129}, {3, 385}, {16, 2000}, {1, 4097}, {16, 6000}},
+               DType::kBF16, 802),
+      4);
+  add("local_split", MakeSpec(4, 2, 16, 64, 16, 1, Pooling::kMax, {{1, 300000}, {2, 40000}}, DType::kBF16, 803), 5);
+  {
+    ProblemSpec spec = MakeSpec(4, 1, 16, 64, 33, 2, Pooling::kMax, {{128, 6000}, {2, 140000}}, DType::kBF16, 804);
+    spec.few_valued_index = true;
+    add("local_tied", spec, 7);
+  }
+  add("local_all_forced", MakeSpec(4, 2, 16, 64, 4, 1, Pooling::kMax, {{200, 200}, {1, 5000}}, DType::kBF16, 805), 3);
+  add("local_rank_float", MakeSpec(4, 2, 16, 64, 40, 3, Pooling::kMax, {{1, 6000}, {300, 3000}}, DType::kBF16, 806), 6);
+  add("local_lse", MakeSpec(4, 2, 16, 16, 6, 1, Pooling::kLse, {{100, 100}, {7, 61}, {1, 500}}, DType::kF16, 807), 2);
+  {
+    ProblemSpec spec =
+        MakeSpec(16, 4, 128, 128, 16, 0, Pooling::kMax, {{300, 300}, {4, 3000}, {16, 5000}}, DType::kBF16, 808);
+    spec.config.index_format = IndexFormat::kE4M3;
+    spec.config.score_format = ScoreFormat::kFp16;
+    add("local_e4m3_fp16_scores", spec, 2);
+  }
+  return cases;
+}
+
+// score_format fp16 with binary16 ties by construction (spec: its shapes, dtype, top_k, init and local blocks):
+// index_scale 1, index query [1, c, 0, ...] with c = 1 + (t + r) % 3 for query t, group r, index key [a, b, 0, ...]
+// with a = 1 + i / 8 (i < 24; i < 8 in every third block of a sequence, whose keys then all score below 2) and
+// b = j * 2^-12 (j < 8). A token score a + c b is exact in double and in fp32 (the products are exact and the sum needs
+// at most 15 bits), and so is every bf16 / fp16 block max, in any accumulation order. The binary16 grid is 2^-10
+// apart on [1, 2) and 2^-9 on [2, 4) (4 and 8 steps of 2^-12): distinct maxima collapse onto one fp16 score, the
+// halfway ones go to the even neighbour, and the blocks sharing the row's threshold score are told apart by id alone.
+// The lowp selection and block scores must then equal the reference's, slot for slot.
+Problem Fp16TieProblem(ProblemSpec spec) {
+  spec.config.index_scale = 1.0;
+  spec.config.score_format = ScoreFormat::kFp16;
+  Problem problem = GenerateProblem(spec);
+  const Config& c = problem.config;
+  for (int64_t t = 0; t < problem.batch().total_q(); ++t) {
+    for (int64_t r = 0; r < c.num_kv_heads; ++r) {
+      for (int64_t d = 0; d < c.index_head_dim; ++d) {
+        SetElement(problem.index_q, t, r, d, d == 0 ? 1.0 : d == 1 ? 1.0 + double((t + r) % 3) : 0.0);
+      }
+    }
+  }
+  RandomStream rng(spec.seed, 99);
+  for (size_t b = 0; b + 1 < problem.cu_seqlens_k.size(); ++b) {
+    for (int64_t s = 0; s < problem.cu_seqlens_k[b + 1] - problem.cu_seqlens_k[b]; ++s) {
+      const int64_t key = problem.cu_seqlens_k[b] + s;
+      const bool low_block = (s / c.block_size) % 3 == 0;
+      for (int64_t d = 2; d < c.index_head_dim; ++d) SetElement(problem.index_k, key, 0, d, 0.0);
+      SetElement(problem.index_k, key, 0, 0, 1.0 + double(rng.Below(low_block ? 8 : 24)) / 8);
+      SetElement(problem.index_k, key, 0, 1, std::ldexp(double(rng.Below(8)), -12));
+    }
+  }
+  return problem;
+}
+
+std::vector<GpuCase> Fp16TieCases() {
+  std::vector<GpuCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec, int local_blocks) {
+    spec.config.local_blocks = local_blocks;
+    cases.push_back({CaseName(kind, spec), Fp16TieProblem(spec)});
+  };
+  add("fp16_ties_prefill",
+      MakeSpec(8, 2, 16, 64, 8, 1, Pooling::kMax, {{64, 3000}, {1, 1}, {20, 20}}, DType::kBF16, 901), 2);
+  add("fp16_ties_decode",
+      MakeSpec(8, 4, 32, 128, 8, 0, Pooling::kMax, {{1, 1}, {16, 700}, {1, 4097}, {3, 385}, {16, 2000}, {8, 9000}},
+               DType::kBF16, 902),
+      1);
+  add("fp16_ties_split",
+      MakeSpec(4, 2, 16, 64, 16, 1, Pooling::kMax, {{1, 300000}, {4, 100000}}, DType::kBF16, 903), 3);
+  add("fp16_ties_k33", MakeSpec(4, 1, 16, 128, 33, 2, Pooling::kMax, {{128, 6000}, {2, 140000}}, DType::kBF16, 904), 1);
+  add("fp16_ties_bk16",
+      MakeSpec(4, 2, 16, 16, 6, 1, Pooling::kMax, {{40, 2000}, {1, 3000}, {30, 30}}, DType::kF16, 905), 2);
+  add("fp16_ties_k40", MakeSpec(4, 2, 16, 64, 40, 1, Pooling::kMax, {{1, 20000}, {70, 3000}}, DType::kBF16, 906), 4);
+  return cases;
+}
+
+// A decode batch whose block scores overflow binary16 in exactly one (query, group) row (the first in the order
+// t * Hidx + r is what the reference reports): index_scale 1, index_q[query, group] = [+-256, 0, ...] there, and keys
+// [256, 0, ...] (any dtype holds 256): scores +-65536. positive: query 0 (sequence 0, position 299), group 0, key 5
+// (one key is its block's max). Else query 1 (the first of sequence 1), group 1, over a whole block of such keys
+// (block 3: keys 192..255 of the sequence), whose max is then -65536. Every other score is 256 times a normal value at
+// most: no other overflow.
+Problem Fp16OverflowProblem(bool positive) {
+  ProblemSpec spec = MakeSpec(8, 2, 16, 64, 8, 1, Pooling::kMax, {{1, 300}, {16, 2000}, {1, 1}}, DType::kBF16, 907);
+  spec.config.index_scale = 1.0;
+  spec.config.score_format = ScoreFormat::kFp16;
+  spec.config.local_blocks = 2;
+  Problem problem = GenerateProblem(spec);
+  const int64_t t = positive ? 0 : 1, r = positive ? 0 : 1;
+  for (int64_t d = 0; d < spec.config.index_head_dim; ++d) {
+    SetElement(problem.index_q, t, r, d, d == 0 ? (positive ? 256 : -256) : 0);
+  }
+  const int64_t first = positive ? 5 : problem.cu_seqlens_k[1] + 192, last = positive ? 5 : first + 63;
+  for (int64_t key = first; key <= last; ++key) {
+    for (int64_t d = 0; d < spec.config.index_head_dim; ++d) SetElement(problem.index_k, key, 0, d, d == 0 ? 256 : 0);
+  }
+  return problem;
+}
+
+std::string Fp16OverflowMessage(bool positive) {
+  return std::string("block score of query ") + (positive ? "0, group 0" : "1, group 1") +
+         " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it";
+}
+
+// What SPEC section 2 makes of a selection row's slots (gpu/rank_row.cuh, include/msa/forced_blocks.h).
+struct RowKinds {
+  int64_t rows = 0;
+  int64_t overlapping = 0;      // the init blocks and the trailing forced blocks share a block
+  int64_t none_ranked = 0;      // no ranked candidate in the row (take 0: no candidate, or no room)
+  int64_t ranking_decides = 0;  // some ranked, and more candidates than that (the ranking leaves some out)
+};
+
+RowKinds CountRowKinds(const Problem& problem) {
+  const Config& c = problem.config;
+  RowKinds kinds;
+  for (const reference::QueryPlace& place : reference::PlaceQueries(problem.batch())) {
+    const ForcedBlocks f = ForcedBlocksOf(place.position / c.block_size + 1, c.init_blocks, c.local_blocks, c.top_k);
+    kinds.rows += c.num_kv_heads;
+    kinds.overlapping += c.num_kv_heads * (f.local_begin < c.init_blocks && c.init_blocks > 0);
+    kinds.none_ranked += c.num_kv_heads * (f.take == 0);
+    kinds.ranking_decides += c.num_kv_heads * (f.take > 0 && f.candidates() > f.take);
+  }
+  return kinds;
+}
+
+// Rows [Hidx, total_q] whose selections differ as sets of blocks.
+int64_t RowsWithOtherBlocks(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t top_k) {
+  int64_t rows = 0;
+  for (size_t begin = 0; begin < a.size(); begin += size_t(top_k)) {
+    std::vector<int32_t> ra(a.begin() + begin, a.begin() + begin + top_k);
+    std::vector<int32_t> rb(b.begin() + begin, b.begin() + begin + top_k);
+    std::sort(ra.begin(), ra.end());
+    std::sort(rb.begin(), rb.end());
+    rows += ra != rb;
+  }
+  return rows;
+}
+
+// Runs without a device: the cases are what the gpu tests below need them to be, by the reference alone. The local
+// cases hold overlapping forced sets and rows with nothing to rank, and in each but local_all_forced (where no row
+// ranks any) the ranking leaves blocks out; in each fp16 tie case every exact block max is an fp32 value (so bf16 /
+// fp16 maxima are exact), the binary16 rounding changes the selection of some rows against score_format native, and
+// ties decide some; the overflow problems are refused with the message the gpu must give.
+TEST(GpuBackend, LocalBlocksAndFp16TieCasesAreWhatTheGpuTestsNeed) {
+  RowKinds all;
+  for (const GpuCase& c : LocalBlocksCases()) {
+    Outputs reference;
+    const Status status = RunReference(c.problem, &reference);
+    ASSERT_TRUE(status.ok()) << c.name << ": " << status.message();
+    const RowKinds kinds = CountRowKinds(c.problem);
+    all.rows += kinds.rows;
+    all.overlapping += kinds.overlapping;
+    all.none_ranked += kinds.none_ranked;
+    all.ranking_decides += kinds.ranking_decides;
+    if (c.name.rfind("local_all_forced", 0) == 0) {
+      EXPECT_EQ(kinds.none_ranked, kinds.rows) << c.name;
+    } else {
+      EXPECT_GT(kinds.ranking_decides, 0) << c.name;
+    }
+    std::printf("%s: %lld rows, %lld with overlapping forced sets, %lld with none ranked, %lld decided by ranking\n",
+                c.name.c_str(), static_cast<long long>(kinds.rows), static_cast<long long>(kinds.overlapping),
+                static_cast<long long>(kinds.none_ranked), static_cast<long long>(kinds.ranking_decides));
+  }
+  EXPECT_GT(all.overlapping, 0);
+  EXPECT_GT(all.none_ranked, 0);
+  for (const GpuCase& c : Fp16TieCases()) {
+    Problem native = c.problem;
+    native.config.score_format = ScoreFormat::kNative;
+    Outputs fp16, exact;
+    ASSERT_TRUE(RunReference(c.problem, &fp16).ok()) << c.name;
+    ASSERT_TRUE(RunReference(native, &exact).ok()) << c.name;
+    int64_t not_fp32 = 0;
+    for (double score : exact.block_scores) not_fp32 += std::isfinite(score) && double(float(score)) != score;
+    EXPECT_EQ(not_fp32, 0) << c.name << ": exact block maxima that are not fp32 values";
+    const int64_t top_k = c.problem.config.top_k, rows = int64_t(fp16.topk_indices.size()) / top_k;
+    const int64_t changed = RowsWithOtherBlocks(fp16.topk_indices, exact.topk_indices, top_k);
+    const TieRows ties = FindTieRows(c.problem, fp16);
+    EXPECT_GT(changed, 0) << c.name << ": the binary16 rounding should change some selections";
+    EXPECT_GT(ties.any_tie_decided_rows, 0) << c.name;
+    std::printf("%s: %lld rows, %lld select other blocks than with native scores, %lld decided by fp16 ties\n",
+                c.name.c_str(), static_cast<long long>(rows), static_cast<long long>(changed),
+                static_cast<long long>(ties.any_tie_decided_rows));
+  }
+  for (const bool positive : {true, false}) {
+    Outputs reference;
+    EXPECT_EQ(RunReference(Fp16OverflowProblem(positive), &reference).message(), Fp16OverflowMessage(positive));
+  }
+}
+
+// SPEC section 2's rule applied to the gpu's own block scores (what its index branch ranked: under score_format fp16,
+// binary16 values): every row of `gpu` is reference::PlaceSelection of its row of block scores, slot for slot (the
+// candidates [init_end, local_begin) by score desc, id asc, then the init blocks, the trailing forced blocks, the local
+// block last, -1). Under fp16 scores every finite block score is a binary16 value. Independent of any tolerance: it
+// holds at every precision, whatever the scores' errors.
+void ExpectRankedByItsOwnBlockScores(const Problem& problem, const Outputs& gpu, const std::string& what) {
+  const Config& c = problem.config;
+  const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
+  const std::vector<reference::QueryPlace> places = reference::PlaceQueries(problem.batch());
+  std::vector<int32_t> expected(size_t(c.top_k));
+  int64_t faults = 0;
+  for (int64_t r = 0; r < c.num_kv_heads; ++r) {
+    for (int64_t t = 0; t < total_q; ++t) {
+      const int64_t row = r * total_q + t, visible = places[size_t(t)].position / c.block_size + 1;
+      const double* scores = &gpu.block_scores[size_t(row * max_blocks)];
+      reference::PlaceSelection(c, scores, visible, expected.data());
+      bool binary16 = true;
+      for (int64_t blk = 0; blk < visible && c.score_format == ScoreFormat::kFp16; ++blk) {
+        binary16 = binary16 && (!std::isfinite(scores[blk]) || RoundToBinary16(scores[blk]) == scores[blk]);
+      }
+      const std::vector<int32_t> got(&gpu.topk_indices[size_t(row * c.top_k)],
+                                     &gpu.topk_indices[size_t((row + 1) * c.top_k)]);
+      if (got == expected && binary16) continue;
+      if (++faults > 8) continue;  // list the first 8
+      ADD_FAILURE() << what << ", group " << r << ", query " << t << (binary16 ? "" : ": a block score is not binary16")
+                    << "\n  ranked by its block scores:" << FormatRow(expected, 0, c.top_k)
+                    << "\n  gpu:                       " << FormatRow(got, 0, c.top_k);
+    }
+  }
+  EXPECT_EQ(faults, 0) << what;
+}
+
+// The gpu's selection outputs (topk_indices, block_scores, index_lse) of `problem` with the index branch's kernel
+// choices forced (gpu_backend.cc ChooseIndexKernel, ChooseTopKKernel, ChooseIndexBatch).
+Status SelectWithIndexChoices(const Problem& problem, const char* index_kernel, const char* topk_kernel,
+                              const char* index_batch, Outputs* outputs) {
+  const ScopedEnv index_env("MSA_GPU_INDEX_KERNEL", index_kernel);
+  const ScopedEnv topk_env("MSA_GPU_TOPK_KERNEL", topk_kernel);
+  const ScopedEnv batch_env("MSA_GPU_INDEX_BATCH", index_batch);
+  outputs->Allocate(problem);
+  return Select(*Gpu(), problem.config, problem.index_inputs(), outputs->selection_outputs());
+}
+
+void ExpectSameSelectionBits(const Outputs& expected, const Outputs& got, const std::string& what) {
+  EXPECT_EQ(BitDiffs(expected.topk_indices, got.topk_indices), 0) << what << ": topk_indices";
+  EXPECT_EQ(BitDiffs(expected.block_scores, got.block_scores), 0) << what << ": block_scores";
+  EXPECT_EQ(BitDiffs(expected.index_lse, got.index_lse), 0) << what << ": index_lse";
+}
+
+// Exact mode on the local-blocks, fp16-tie and fp16-overflow problems: every output bit for bit the reference's
+// (slots, block_scores, index_lse with the fp16 formula, out, lse), and the overflow refused with the reference's
+// message.
+TEST(GpuBackend, ExactIsBitIdenticalToTheReferenceOnLocalBlocksAndFp16Scores) {
+  MSA_REQUIRE_GPU();
+  std::vector<GpuCase> cases = LocalBlocksCases();
+  for (GpuCase& c : Fp16TieCases()) cases.push_back(std::move(c));
+  for (const GpuCase& c : cases) {
+    Outputs reference, gpu;
+    ASSERT_TRUE(RunReference(c.problem, &reference).ok()) << c.name;
+    const Status status = RunBackend(*Gpu(), c.problem, &gpu);
+    ASSERT_TRUE(status.ok()) << c.name << ": " << status.message();
+    ExpectSameBits(reference, gpu, c.name);
+  }
+  for (const bool positive : {true, false}) {
+    Outputs gpu;
+    EXPECT_EQ(RunBackend(*Gpu(), Fp16OverflowProblem(positive), &gpu).message(), Fp16OverflowMessage(positive));
+  }
+}
+
+// bf16 and fp16 on the local-blocks and fp16-tie problems, under every kernel choice the MSA_GPU_* variables force:
+//   index branch: MSA_GPU_INDEX_KERNEL mma | wgmma (fp8 on the e4m3 case: the default there on an sm_90 device) x
+//     MSA_GPU_TOPK_KERNEL warp | fast x MSA_GPU_INDEX_BATCH batched | per-sequence, each giving the default run's
+//     selection outputs bit for bit (the kernels are documented to give the same bits), and the default run ranked by
+//     its own block scores (ExpectRankedByItsOwnBlockScores); on the fp16 tie problems (exact maxima) and on the
+//     local_tied problem's exact rows, the reference's selection and block scores themselves;
+//   main branch: MSA_GPU_ATTEND_KERNEL kv-outer-wgmma | kv-outer (each with MSA_GPU_KV_LISTS direct | general) |
+//     q-outer | part1 on the reference selection, out and lse within the oracle's bound (SPEC section 5).
+// On a device other than sm_90 the wgmma choices fall back to mma.sync (the same bits).
+TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
+  MSA_REQUIRE_GPU();
+  std::vector<GpuCase> cases = LocalBlocksCases();
+  const size_t tie_begin = cases.size();
+  for (GpuCase& c : Fp16TieCases()) cases.push_back(std::move(c));
+  int64_t index_runs = 0, attend_runs = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const bool fp16_ties = i >= tie_begin, e4m3 = cases[i].problem.config.index_format == IndexFormat::kE4M3;
+    Problem problem = cases[i].problem;
+    Outputs reference;
+    ASSERT_TRUE(RunReference(problem, &reference).ok()) << cases[i].name;
+    const TieRows exact_rows = FindTieRows(problem, reference);
+    const int64_t top_k = problem.config.top_k, max_blocks = MaxBlocks(problem.config, problem.batch());
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = cases[i].name + " at " + std::string(PrecisionName(precision));
+      Outputs base;
+      const Status base_status = SelectWithIndexChoices(problem, "", "", "", &base);
+      ASSERT_TRUE(base_status.ok()) << what << ": " << base_status.message();
+      ExpectRankedByItsOwnBlockScores(problem, base, what);
+      int64_t differing_rows = 0;
+      for (int64_t row = 0; row < int64_t(exact_rows.exact.size()); ++row) {
+        if (!fp16_ties && !exact_rows.exact[size_t(row)]) continue;
+        if (SameRow(reference.topk_indices, base.topk_indices, row, top_k) &&
+            SameRow(reference.block_scores, base.block_scores, row, max_blocks)) {
+          continue;
+        }
+        if (++differing_rows > 8) continue;  // list the first 8
+        ADD_FAILURE() << what << ", selection row " << row << " (exact block maxima)"
+                      << "\n  reference:" << FormatRow(reference.topk_indices, row, top_k)
+                      << "\n  gpu:      " << FormatRow(base.topk_indices, row, top_k);
+      }
+      EXPECT_EQ(differing_rows, 0) << what;
+      const std::vector<const char*> index_kernels =
+          e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma"};
+      for (const char* index_kernel : index_kernels) {
+        for (const char* topk_kernel : {"warp", "fast"}) {
+          for (const char* index_batch : {"batched", "per-sequence"}) {
+            Outputs forced;
+            const std::string how = what + ", index " + index_kernel + ", top-k " + topk_kernel + ", " + index_batch;
+            const Status status = SelectWithIndexChoices(problem, index_kernel, topk_kernel, index_batch, &forced);
+            ASSERT_TRUE(status.ok()) << how << ": " << status.message();
+            ExpectSameSelectionBits(base, forced, how);
+            ++index_runs;
+          }
+        }
+      }
+      for (const auto& [attend_kernel, lists] : std::vector<std::pair<const char*, const char*>>{
+               {"kv-outer-wgmma", "direct"}, {"kv-outer-wgmma", "general"}, {"kv-outer", "direct"},
+               {"kv-outer", "general"}, {"q-outer", ""}, {"part1", ""}}) {
+        const std::string how = what + ", attend " + attend_kernel + (*lists ? std::string(", lists ") + lists : "");
+        Outputs outputs;
+        outputs.Allocate(problem);
+        const ScopedEnv attend_env("MSA_GPU_ATTEND_KERNEL", attend_kernel);
+        const ScopedEnv lists_env("MSA_GPU_KV_LISTS", lists);
+        const Status status = Attend(*Gpu(), problem.config, problem.attention_inputs(),
+                                     SelectionView{reference.topk_indices.data()}, outputs.attention_outputs());
+        ASSERT_TRUE(status.ok()) << how << ": " << status.message();
+        JudgeOptions options;
+        options.precision = precision;
+        Verdict verdict;
+        ASSERT_TRUE(Judge(problem, reference, Candidate{std::nullopt, outputs.out, outputs.lse, std::nullopt}, options,
+                          &verdict).ok());
+        EXPECT_TRUE(verdict.passed()) << how << "\n" << FormatVerdict(verdict);
+        ++attend_runs;
+      }
+    }
+  }
+  std::printf("local blocks and fp16 scores: %lld forced index-branch runs bit-identical to the default, %lld forced "
+              "main-branch runs within the oracle's bound\n",
+              static_cast<long long>(index_runs), static_cast<long long>(attend_runs));
+}
+
+// The binary16 overflow refused in bf16 and fp16 as in exact (the reference's message, the same first row) on every
+// index-branch path: mma and wgmma block maxima, warp and threshold top-k, the batched and per-sequence decode batch.
+TEST(GpuBackend, Fp16ScoresOverflowingBinary16AreRefusedOnEveryIndexPath) {
+  MSA_REQUIRE_GPU();
+  for (const bool positive : {true, false}) {
+    Problem problem = Fp16OverflowProblem(positive);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      for (const char* index_kernel : {"mma", "wgmma"}) {
+        for (const char* topk_kernel : {"warp", "fast"}) {
+          for (const char* index_batch : {"batched", "per-sequence"}) {
+            Outputs outputs;
+            const Status status = SelectWithIndexChoices(problem, index_kernel, topk_kernel, index_batch, &outputs);
+            EXPECT_EQ(status.message(), Fp16OverflowMessage(positive))
+                << PrecisionName(precision) << ", index " << index_kernel << ", top-k " << topk_kernel << ", "
+                << index_batch;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST(GpuBackend, TwoRunsAreBitwiseIdentical) {

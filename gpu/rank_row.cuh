@@ -1,0 +1,48 @@
+// One selection row of a chunk as the ranking kernels see it (RankKernel in common_kernels.cu, the RankTopK family
+// in index_kernels.cu): where its block scores and its output slots are, and its forced blocks by the one rule of
+// include/msa/forced_blocks.h (SPEC section 2: init blocks and the last local_blocks visible blocks). A kernel ranks
+// the candidates [forced.init_end, forced.local_begin), writes the best forced.take of them to out[0, take), and
+// WriteForcedTail writes the rest of the row.
+#ifndef MSA_GPU_RANK_ROW_CUH_
+#define MSA_GPU_RANK_ROW_CUH_
+
+#include <cstdint>
+
+#include "gpu/kernels.h"
+#include "msa/forced_blocks.h"
+
+namespace msa::gpu {
+
+template <typename S>
+struct RankRow {
+  ForcedBlocks forced;        // of the row's query: visible blocks 0..forced.local
+  const S* scores = nullptr;  // [max_blocks] of the row (nullptr where the kernel reads none)
+  int32_t* out = nullptr;     // [top_k] of the row in topk [Hidx, total_q, top_k]
+};
+
+// Chunk row `row` ((t - t0) * Hidx + r) of `g`; bs: the chunk's block scores [rows, max_blocks], or nullptr.
+template <typename S>
+__device__ inline RankRow<S> PlaceRankRow(const S* bs, const ChunkGeometry& g, int32_t* topk, int64_t row) {
+  RankRow<S> p;
+  const int64_t t_local = row / g.hidx, r = row % g.hidx;
+  const int64_t visible = (g.pos0 + t_local) / g.bk + 1;
+  p.forced = ForcedBlocksOf(visible, g.init_blocks, g.local_blocks, g.top_k);
+  p.scores = bs != nullptr ? bs + row * g.max_blocks : nullptr;
+  p.out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
+  return p;
+}
+
+// Slots [take, top_k) of a row whose first `take` slots hold its ranked candidates: the init blocks ascending,
+// the trailing forced blocks ascending (the local block last), then -1 padding. One thread writes. In 32 bits (block
+// ids are int32 in topk): kept across the ranking loops, 64-bit bounds cost RankTopKThresholdKernel<16> spills.
+__device__ inline void WriteForcedTail(const ForcedBlocks& f, int top_k, int32_t* out) {
+  int slot = int(f.take);
+  const int32_t init_end = int32_t(f.init_end), local_begin = int32_t(f.local_begin), local = int32_t(f.local);
+  for (int32_t b = 0; b < init_end; ++b) out[slot++] = b;
+  for (int32_t b = local_begin; b <= local; ++b) out[slot++] = b;
+  while (slot < top_k) out[slot++] = -1;
+}
+
+}  // namespace msa::gpu
+
+#endif  // MSA_GPU_RANK_ROW_CUH_
