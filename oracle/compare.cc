@@ -235,12 +235,14 @@ CandidateFormat BackendFormat(const Problem& problem, Precision precision) {
     }
     return true;
   };
-  // Kernels accumulate scores and keep lse in fp32; on inputs the backend rounded, they are judged at its precision.
-  const bool index_unchanged = unchanged({&problem.index_q, &problem.index_k});
-  format.lse = {unchanged({&problem.q, &problem.k}) ? Precision::kFp32 : precision, from};
-  format.index_lse = {index_unchanged ? Precision::kFp32 : precision, from};
+  // fp32 computes everything in fp32. The bf16 and fp16 kernels accumulate in fp32 but round the token scores to
+  // their precision before the softmax, as a framework's eager attention does, so lse and index_lse are judged at
+  // it; the block maxima they rank stay fp32 (scores at fp32) unless their rounding of the inputs changed the index
+  // inputs, or the index is fp8 (Hopper's fp8 MMA accumulates with less than fp32 precision).
+  format.lse = format.index_lse = {precision, from};
   const bool fp8_index = problem.config.index_format == IndexFormat::kE4M3 && precision != Precision::kFp32;
-  format.score = {index_unchanged && !fp8_index ? Precision::kFp32 : precision, from};
+  const bool scores_fp32 = !fp8_index && unchanged({&problem.index_q, &problem.index_k});
+  format.score = {scores_fp32 ? Precision::kFp32 : precision, from};
   return format;
 }
 

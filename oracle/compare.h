@@ -45,11 +45,11 @@ struct CandidateFormat {
 };
 
 // The format of one of this project's backends run at `precision` on `problem`: head-major, strict order, base e,
-// out at the precision. Kernels accumulate index scores and keep lse and index_lse in fp32, so those are judged at
-// fp32, except where the backend's rounding of its inputs to the precision changed them (a bf16 backend given f32
-// inputs computes with bf16-rounded ones): then at the precision itself. The index scores of a low precision with
-// index_format e4m3 are judged at the precision too (Hopper's fp8 MMA accumulates with less than fp32 precision).
-// kExact: everything exact.
+// every output at the precision (the bf16 and fp16 kernels round the token scores to it before the softmax, so
+// lse and index_lse carry its rounding). The index scores they rank: fp32 at every low precision (fp32
+// accumulation, block maxima kept in fp32), except at the precision itself where the backend's rounding of its
+// inputs changed the index inputs (a bf16 backend given f32 inputs) or with index_format e4m3 at bf16 / fp16
+// (Hopper's fp8 MMA accumulates with less than fp32 precision). kExact: everything exact.
 CandidateFormat BackendFormat(const Problem& problem, Precision precision);
 
 // What is judged: any subset of the outputs of SPEC section 7, widened to double (selection as int32).
