@@ -43,9 +43,9 @@ def read_safetensors(path):
     return tensors, metadata
 
 
-def write_safetensors(path, tensors):
-    """tensors: {name: (dtype, array)}; BF16 arrays are given as uint16 bit patterns."""
-    header, chunks, offset = {}, [], 0
+def write_safetensors(path, tensors, metadata=None):
+    """tensors: {name: (dtype, array)}; BF16 arrays are given as uint16 bit patterns. metadata: {str: str}."""
+    header, chunks, offset = ({"__metadata__": metadata} if metadata else {}), [], 0
     for name, (dtype, array) in tensors.items():
         raw = np.ascontiguousarray(array, dtype=DTYPES[dtype]).tobytes()
         header[name] = {"dtype": dtype, "shape": list(array.shape), "data_offsets": [offset, offset + len(raw)]}
