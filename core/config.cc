@@ -22,13 +22,7 @@ std::string_view PoolingName(Pooling pooling) {
 }
 
 bool ParsePooling(std::string_view name, Pooling* pooling) {
-  for (Pooling p : {Pooling::kMax, Pooling::kLse, Pooling::kMean}) {
-    if (PoolingName(p) == name) {
-      *pooling = p;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {Pooling::kMax, Pooling::kLse, Pooling::kMean}, PoolingName, pooling);
 }
 
 std::string_view PrecisionName(Precision precision) {
@@ -42,13 +36,7 @@ std::string_view PrecisionName(Precision precision) {
 }
 
 bool ParsePrecision(std::string_view name, Precision* precision) {
-  for (Precision p : {Precision::kExact, Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-    if (PrecisionName(p) == name) {
-      *precision = p;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {Precision::kExact, Precision::kFp32, Precision::kBf16, Precision::kFp16}, PrecisionName, precision);
 }
 
 std::string_view IndexFormatName(IndexFormat format) {
@@ -56,25 +44,13 @@ std::string_view IndexFormatName(IndexFormat format) {
 }
 
 bool ParseIndexFormat(std::string_view name, IndexFormat* format) {
-  for (IndexFormat f : {IndexFormat::kNative, IndexFormat::kE4M3}) {
-    if (IndexFormatName(f) == name) {
-      *format = f;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {IndexFormat::kNative, IndexFormat::kE4M3}, IndexFormatName, format);
 }
 
 std::string_view ScoreFormatName(ScoreFormat format) { return format == ScoreFormat::kFp16 ? "fp16" : "native"; }
 
 bool ParseScoreFormat(std::string_view name, ScoreFormat* format) {
-  for (ScoreFormat f : {ScoreFormat::kNative, ScoreFormat::kFp16}) {
-    if (ScoreFormatName(f) == name) {
-      *format = f;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {ScoreFormat::kNative, ScoreFormat::kFp16}, ScoreFormatName, format);
 }
 
 double RoundToE4M3(double x) {

@@ -195,25 +195,13 @@ std::string_view TopkLayoutName(TopkLayout layout) {
 }
 
 bool ParseTopkLayout(std::string_view name, TopkLayout* layout) {
-  for (TopkLayout l : {TopkLayout::kHeadMajor, TopkLayout::kQueryMajor}) {
-    if (TopkLayoutName(l) == name) {
-      *layout = l;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {TopkLayout::kHeadMajor, TopkLayout::kQueryMajor}, TopkLayoutName, layout);
 }
 
 std::string_view LseBaseName(LseBase base) { return base == LseBase::kTwo ? "2" : "e"; }
 
 bool ParseLseBase(std::string_view name, LseBase* base) {
-  for (LseBase b : {LseBase::kE, LseBase::kTwo}) {
-    if (LseBaseName(b) == name) {
-      *base = b;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {LseBase::kE, LseBase::kTwo}, LseBaseName, base);
 }
 
 CandidateFormat BackendFormat(const Problem& problem, Precision precision) {

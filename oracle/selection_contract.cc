@@ -11,13 +11,7 @@ namespace msa {
 std::string_view SelectionOrderName(SelectionOrder order) { return order == SelectionOrder::kAny ? "any" : "strict"; }
 
 bool ParseSelectionOrder(std::string_view name, SelectionOrder* order) {
-  for (SelectionOrder o : {SelectionOrder::kStrict, SelectionOrder::kAny}) {
-    if (SelectionOrderName(o) == name) {
-      *order = o;
-      return true;
-    }
-  }
-  return false;
+  return ParseByName(name, {SelectionOrder::kStrict, SelectionOrder::kAny}, SelectionOrderName, order);
 }
 
 RowFault ClassifySelectionRow(const Config& config, int64_t visible, const int32_t* row, SelectionOrder order) {

@@ -41,13 +41,8 @@
 #include <cstdint>
 #include <cstring>
 
-#ifndef MSA_HOST_DEVICE
-#ifdef __CUDACC__
-#define MSA_HOST_DEVICE __host__ __device__
-#else
-#define MSA_HOST_DEVICE
-#endif
-#endif
+
+#include "msa/host_device.h"
 
 namespace msa {
 namespace exp_log_internal {

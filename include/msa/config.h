@@ -2,6 +2,7 @@
 #ifndef MSA_CONFIG_H_
 #define MSA_CONFIG_H_
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -34,6 +35,19 @@ inline constexpr double kE4M3Max = 448;
 // logsumexp over the selected blocks of fp16(M[b]) + log(sum of exp(x[s] - M[b]) over the block's visible keys).
 // An fp16(M[b]) that overflows binary16 is refused.
 enum class ScoreFormat { kNative, kFp16 };
+
+// The one of `values` whose name (name_of(value)) is `name`, into *value; false when none is. What every
+// Parse<Enum> below is.
+template <typename T, typename NameOf>
+bool ParseByName(std::string_view name, std::initializer_list<T> values, NameOf name_of, T* value) {
+  for (T candidate : values) {
+    if (name_of(candidate) == name) {
+      *value = candidate;
+      return true;
+    }
+  }
+  return false;
+}
 
 std::string_view PoolingName(Pooling pooling);
 bool ParsePooling(std::string_view name, Pooling* pooling);
