@@ -16,8 +16,8 @@ Status CheckBackend(const Backend& backend, const Config& config) {
   return backend.supports(config);
 }
 
-// index_format e4m3: `view` rounded to E4M3 values into a packed F64 copy (`storage`, which `*rounded` views);
-// a value beyond +-448 is refused, named by tensor and position (ValidateIndexInputs refused non-finite ones).
+}  // namespace
+
 Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded) {
   storage->resize(size_t(view.rows * view.heads * view.dim));
   double* out = storage->data();
@@ -39,8 +39,6 @@ Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<dou
   *rounded = PackedView(storage->data(), DType::kF64, view.rows, view.heads, view.dim);
   return Status::Ok();
 }
-
-}  // namespace
 
 Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
               const SelectionOutputs& outputs, const ProgressFn& progress) {

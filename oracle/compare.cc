@@ -321,15 +321,12 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     if (candidate.index_lse) {
       Config exact = c;
       exact.precision = Precision::kExact;
-      IndexInputs inputs = problem.index_inputs();
+      const IndexInputs given = problem.index_inputs();
+      IndexInputs inputs = given;
       std::vector<double> rounded_q, rounded_k;  // index_format e4m3: the values every backend saw
       if (c.index_format == IndexFormat::kE4M3) {
-        rounded_q = reference::Widen(inputs.index_q);
-        rounded_k = reference::Widen(inputs.index_k);
-        for (double& value : rounded_q) value = RoundToE4M3(value);
-        for (double& value : rounded_k) value = RoundToE4M3(value);
-        inputs.index_q = PackedView(rounded_q.data(), DType::kF64, inputs.index_q.rows, inputs.index_q.heads, inputs.index_q.dim);
-        inputs.index_k = PackedView(rounded_k.data(), DType::kF64, inputs.index_k.rows, inputs.index_k.heads, inputs.index_k.dim);
+        MSA_RETURN_IF_ERROR(RoundViewToE4M3(given.index_q, "index_q", &rounded_q, &inputs.index_q));
+        MSA_RETURN_IF_ERROR(RoundViewToE4M3(given.index_k, "index_k", &rounded_k, &inputs.index_k));
       }
       MSA_RETURN_IF_ERROR(reference::IndexLseForSelection(exact, inputs, view, expected_index_lse.data()));
     }

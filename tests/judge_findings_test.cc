@@ -325,6 +325,49 @@ TEST_F(JudgeFindings, TheOfficialFp16ScoreIndexerPasses) {
   }
 }
 
+TEST_F(JudgeFindings, AnFp8IndexersIndexLseIsJudgedOnItsOwnSelectionOfTheRoundedInputs) {
+  Load(CaseNamed(CanonicalCases(), "m3_e4m3"));
+  ASSERT_EQ(config().index_format, IndexFormat::kE4M3);
+  // In every row that leaves a block out, the lowest-ranked pick replaced by the highest unselected block id.
+  std::vector<int32_t> own = reference_.topk_indices;
+  int64_t swapped = 0;
+  for (int64_t row = 0; row < config().num_kv_heads * total_q_; ++row) {
+    const ForcedBlocks forced = ForcedBlocksOf(Visible(row % total_q_), 0, 1, config().top_k);
+    int32_t* slots = &own[row * config().top_k];
+    if (forced.take == 0 || forced.take == forced.candidates()) continue;
+    for (int32_t b = int32_t(forced.local_begin) - 1; b >= 0; --b) {
+      if (std::find(slots, slots + forced.take, b) == slots + forced.take) {
+        slots[forced.take - 1] = b;
+        ++swapped;
+        break;
+      }
+    }
+  }
+  ASSERT_GT(swapped, 0);
+  // The candidate's index_lse on its own selection, from inputs rounded to E4M3 here (BF16 holds every E4M3 value)
+  // and judged natively: the function the e4m3 mode defines, by another route than the judge's.
+  Problem rounded = problem_;
+  rounded.config.index_format = IndexFormat::kNative;
+  for (SafetensorsTensor* tensor : {&rounded.index_q, &rounded.index_k}) {
+    const TensorView view = ViewOf(*tensor);
+    for (int64_t row = 0; row < view.rows; ++row) {
+      for (int64_t head = 0; head < view.heads; ++head) {
+        for (int64_t d = 0; d < view.dim; ++d) SetElement(*tensor, row, head, d, RoundToE4M3(view.At(row, head, d)));
+      }
+    }
+  }
+  std::vector<double> index_lse(config().num_kv_heads * total_q_);
+  ASSERT_TRUE(reference::IndexLseForSelection(rounded.config, rounded.index_inputs(), SelectionView{own.data()},
+                                              index_lse.data()).ok());
+  nlohmann::json report;
+  const CliResult result = Check({Ids(HeadMajorShape(), own),
+                                  Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, index_lse)},
+                                 {}, {}, &report);
+  EXPECT_EQ(result.code, 1) << result.out;  // the swapped blocks are violations...
+  EXPECT_GT(report["selection"]["violation_rows"].get<int>(), 0);
+  EXPECT_TRUE(report["tensors"][0]["passed"].get<bool>()) << result.out;  // ...but its index_lse is right for them
+}
+
 // ---- findings: the ports' own dialects were misread -----------------------------------------------------------
 
 // vLLM's sentinel order (SPEC section 9): init blocks, then the forced local blocks, then history by score.

@@ -13,6 +13,7 @@
 #include <functional>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "msa/config.h"
 #include "msa/status.h"
@@ -94,6 +95,9 @@ Status Select(const Backend& backend, const Config& config, const IndexInputs& i
 Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,
               const SelectionView& selection, const AttentionOutputs& outputs,
               const ProgressFn& progress = {});
+// index_format e4m3: `view` rounded to E4M3 values into a packed F64 copy (*storage, which *rounded views), as Select
+// hands every backend; a value that is not finite or beyond +-448 is refused, named by `name` and position.
+Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded);
 // Select, then Attend on that selection.
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
            const AttentionInputs& attention_inputs, const SelectionOutputs& selection,
