@@ -46,22 +46,29 @@ int main() {
   msa::Config config;  // max pooling: block scores M = 2, 5, 5, 2, 9
   struct Case {
     const char* what;
-    int top_k, init_blocks;
+    int top_k, init_blocks, local_blocks;
     std::vector<int32_t> by_hand;
   } cases[] = {
       // Ranked (blocks 0-3): 1 and 2 tie at 5, the lower id first; 0 and 3 tie at 2, likewise.
       // top_k 3 = 2 ranked picks + the local block last.
-      {"top_k 3", 3, 0, {1, 2, 4}},
+      {"top_k 3", 3, 0, 1, {1, 2, 4}},
       // Block 0 is an init (sink) block: forced, so not ranked. 1 ranked pick, then init, then local.
-      {"top_k 3, init_blocks 1", 3, 1, {1, 0, 4}},
+      {"top_k 3, init_blocks 1", 3, 1, 1, {1, 0, 4}},
       // top_k beyond the 5 visible blocks: every block, ranked order, local last, then -1 padding.
-      {"top_k 8", 8, 0, {1, 2, 0, 3, 4, -1, -1, -1}},
+      {"top_k 8", 8, 0, 1, {1, 2, 0, 3, 4, -1, -1, -1}},
+      // local_blocks 2 forces blocks 3 and 4 (the last two visible) and ranks 0-2: 1 and 2 at 5 are picked, then
+      // the forced local blocks ascending, the local block last.
+      {"top_k 4, local_blocks 2", 4, 0, 2, {1, 2, 3, 4}},
+      // init_blocks 1 and local_blocks 2: F = {0, 3, 4}; 1 ranked pick among 1-2 (block 1 by id), then init, then
+      // the forced local blocks.
+      {"top_k 4, init_blocks 1, local_blocks 2", 4, 1, 2, {1, 0, 3, 4}},
   };
   // docs:end worked-rows
   bool all_match = true;
   for (const Case& c : cases) {
     config.top_k = c.top_k;
     config.init_blocks = c.init_blocks;
+    config.local_blocks = c.local_blocks;
     const std::vector<int32_t> row = SelectRow(config, keys);
     const bool match = row == c.by_hand;
     all_match = all_match && match;
@@ -72,12 +79,19 @@ int main() {
   // Rows that break the contract, and the oracle's reason (oracle/selection_contract.h).
   config.top_k = 3;
   config.init_blocks = 0;
+  config.local_blocks = 1;
   const std::vector<std::vector<int32_t>> broken = {{4, 1, 2}, {1, 1, 4}, {1, -1, 4}, {1, 2, 5}};
   for (const std::vector<int32_t>& row : broken) {
     const msa::Status status = msa::CheckSelectionRow(config, /*visible=*/5, row.data());
     all_match = all_match && !status.ok();
     std::cout << Text(row) << ": " << (status.ok() ? "accepted (WRONG)" : status.message()) << "\n";
   }
+  // [4, 1, 2] holds the right set with the local block first (vLLM's and SGLang's sentinel order): under order any
+  // (msa check --order any) it is valid; every other row above stays invalid in either order.
+  const msa::RowFault any = msa::ClassifySelectionRow(config, 5, broken[0].data(), msa::SelectionOrder::kAny);
+  all_match = all_match && any.kind == msa::RowFault::Kind::kNone;
+  std::cout << Text(broken[0]) << " under order any: " << (any.kind == msa::RowFault::Kind::kNone ? "valid" : any.message)
+            << "\n";
   // docs:end broken-rows
   return all_match ? 0 : 1;
 }
