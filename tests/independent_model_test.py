@@ -23,22 +23,19 @@ import argparse
 import json
 import math
 import os
-import struct
 import subprocess
 import sys
 import time
 
 import numpy as np
 
+from safetensors_io import read_safetensors, write_safetensors
+
 RTOL = 1e-12
 
 # ----------------------------------------------------------------------------------------------------
 # safetensors, by hand
 # ----------------------------------------------------------------------------------------------------
-_NP_OF = {"F64": np.dtype("<f8"), "F32": np.dtype("<f4"), "F16": np.dtype("<f2"),
-          "BF16": np.dtype("<u2"), "I32": np.dtype("<i4"), "I64": np.dtype("<i8"),
-          "U8": np.dtype("u1")}
-
 
 def f32_to_bf16_bits(x):
     """Round float32 to bfloat16, nearest-even, returned as uint16 bit patterns (finite inputs)."""
@@ -49,43 +46,6 @@ def f32_to_bf16_bits(x):
 
 def bf16_bits_to_f64(bits):
     return (bits.astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-
-
-def write_safetensors(path, tensors, metadata):
-    """tensors: list of (name, dtype_string, np.ndarray already in the storage dtype)."""
-    header = {"__metadata__": metadata}
-    blobs, off = [], 0
-    for name, dt, arr in tensors:
-        raw = np.ascontiguousarray(arr).astype(_NP_OF[dt], copy=False).tobytes(order="C")
-        header[name] = {"dtype": dt, "shape": list(arr.shape), "data_offsets": [off, off + len(raw)]}
-        blobs.append(raw)
-        off += len(raw)
-    hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((-len(hjson)) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(hjson)))
-        f.write(hjson)
-        for raw in blobs:
-            f.write(raw)
-
-
-def read_safetensors(path):
-    """Returns ({name: (dtype_string, ndarray)}, metadata)."""
-    with open(path, "rb") as f:
-        data = f.read()
-    (hlen,) = struct.unpack("<Q", data[:8])
-    header = json.loads(data[8:8 + hlen].decode("utf-8"))
-    meta = header.pop("__metadata__", {})
-    base = 8 + hlen
-    out = {}
-    for name, info in header.items():
-        dt, shape, (b, e) = info["dtype"], info["shape"], info["data_offsets"]
-        npdt = _NP_OF[dt]
-        n = int(np.prod(shape, dtype=np.int64))
-        if e - b != n * npdt.itemsize or base + e > len(data):
-            raise ValueError(f"{path}: tensor {name}: bad data_offsets {b},{e} for {dt}{shape}")
-        out[name] = (dt, np.frombuffer(data, dtype=npdt, count=n, offset=base + b).reshape(shape))
-    return out, meta
 
 
 # ----------------------------------------------------------------------------------------------------
