@@ -93,6 +93,8 @@ class JudgeFindings : public testing::Test {
     return result;
   }
 
+  CliResult CheckFp32Indexer(nlohmann::json* report);  // below Fp32Indexer
+
   const Config& config() const { return problem_.config; }
   std::vector<int64_t> HeadMajorShape() const { return {config().num_kv_heads, total_q_, config().top_k}; }
   int64_t Visible(int64_t t) const { return places_[t].position / config().block_size + 1; }
@@ -178,6 +180,14 @@ IndexerOutputs Fp32Indexer(const Problem& problem) {
     }
   }
   return outputs;
+}
+
+// msa check on what Fp32Indexer writes for the loaded case: its ids and an F32 index_lse.
+CliResult JudgeFindings::CheckFp32Indexer(nlohmann::json* report) {
+  const IndexerOutputs indexer = Fp32Indexer(problem_);
+  return Check({Ids(HeadMajorShape(), indexer.topk),
+                Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, indexer.index_lse)},
+               {}, {}, report);
 }
 
 // FP32 attention on a selection as the official FP32 reference and FlashAttention-style kernels compute it: q
@@ -284,11 +294,8 @@ TEST_F(JudgeFindings, SwappedBlocksFailWhateverTheDtypeOfOut) {
 TEST_F(JudgeFindings, AnFp32IndexersIdsAndIndexLseAreJudgedAtFp32) {
   for (const char* name : {"dialect_m3_decode", "dialect_m3_prefill", "dialect_init_local", "dialect_chunked"}) {
     Load(CaseNamed(DialectCases(), name));
-    const IndexerOutputs indexer = Fp32Indexer(problem_);
     nlohmann::json report;
-    const CliResult result = Check({Ids(HeadMajorShape(), indexer.topk),
-                                    Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, indexer.index_lse)},
-                                   {}, {}, &report);
+    const CliResult result = CheckFp32Indexer(&report);
     EXPECT_EQ(result.code, 0) << name << "\n" << result.out;
     EXPECT_EQ(report["tensors"][0]["precision"], "fp32") << name;
     TearDown();
@@ -314,11 +321,8 @@ TEST_F(JudgeFindings, TheOfficialFp16ScoreIndexerPasses) {
                                     std::pair{CanonicalCases(), "m3_fp16_scores"}, std::pair{CanonicalCases(), "fp16_scores_ties"}}) {
     Load(CaseNamed(cases, name));
     ASSERT_EQ(config().score_format, ScoreFormat::kFp16);
-    const IndexerOutputs indexer = Fp32Indexer(problem_);
     nlohmann::json report;
-    const CliResult result = Check({Ids(HeadMajorShape(), indexer.topk),
-                                    Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, indexer.index_lse)},
-                                   {}, {}, &report);
+    const CliResult result = CheckFp32Indexer(&report);
     EXPECT_EQ(result.code, 0) << name << "\n" << result.out;
     EXPECT_EQ(report["rules"]["score_precision"], "fp32") << name;
     TearDown();
