@@ -96,6 +96,11 @@ Status RequireFiniteScale(const char* field, const std::optional<double>& scale)
 
 }  // namespace
 
+Status Fp16ScoreOverflow(int64_t query, int64_t group) {
+  return InvalidArgument("block score of query " + std::to_string(query) + ", group " + std::to_string(group) +
+                         " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
+}
+
 Status ValidateConfig(const Config& config) {
   MSA_RETURN_IF_ERROR(RequirePositive("num_q_heads (Hq)", config.num_q_heads));
   MSA_RETURN_IF_ERROR(RequirePositive("num_kv_heads (Hkv)", config.num_kv_heads));

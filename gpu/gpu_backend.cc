@@ -529,9 +529,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
                                     std::string(PrecisionName(config.precision)) + " inputs with fp32 accumulation"));
   }
   if (const unsigned long long overflow = first[1]; overflow != no_bad) {
-    return InvalidArgument("block score of query " + std::to_string(overflow / hidx) + ", group " +
-                           std::to_string(overflow % hidx) +
-                           " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
+    return Fp16ScoreOverflow(int64_t(overflow / hidx), int64_t(overflow % hidx));
   }
   return Status::Ok();
 }

@@ -209,11 +209,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
                            " is not finite: index_q and index_k are too large for a double dot product");
   }
   const int64_t overflow = *std::min_element(fp16_overflow_rows.begin(), fp16_overflow_rows.end());
-  if (overflow != kNone) {
-    return InvalidArgument("block score of query " + std::to_string(overflow / hidx) + ", group " +
-                           std::to_string(overflow % hidx) +
-                           " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
-  }
+  if (overflow != kNone) return Fp16ScoreOverflow(overflow / hidx, overflow % hidx);
   return Status::Ok();
 }
 

@@ -77,9 +77,4 @@ std::string TargetName(int64_t target) { return hwy::TargetName(target); }
 
 void RecordDispatchedTarget(int64_t target) { last_dispatched_target.store(target, std::memory_order_relaxed); }
 
-Status Fp16ScoreOverflow(int64_t query, int64_t group) {
-  return InvalidArgument("block score of query " + std::to_string(query) + ", group " + std::to_string(group) +
-                         " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it");
-}
-
 }  // namespace msa::simd

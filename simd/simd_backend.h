@@ -26,10 +26,6 @@ std::string TargetName(int64_t target);
 // Called by each per-target entry point with its HWY_TARGET.
 void RecordDispatchedTarget(int64_t target);
 
-// Both modes' refusal of a score_format fp16 block score beyond binary16, in the reference's words
-// (reference/selection.cc), naming the first such (query, group) row in the reference's order (query-major).
-Status Fp16ScoreOverflow(int64_t query, int64_t group);
-
 }  // namespace msa::simd
 
 #endif  // MSA_SIMD_SIMD_BACKEND_H_

@@ -2,6 +2,7 @@
 #ifndef MSA_CONFIG_H_
 #define MSA_CONFIG_H_
 
+#include <cstdint>
 #include <initializer_list>
 #include <optional>
 #include <string>
@@ -89,6 +90,10 @@ struct Config {
 // The largest top_k accepted: 2^20 blocks (a 128M-token context at Bk = 128). Output rows hold top_k slots, so
 // an unbounded top_k would let a tiny file ask for any amount of memory.
 inline constexpr int kMaxTopK = 1 << 20;
+
+// The refusal of score_format fp16 when a block score of (query, group) overflows binary16: one message for every
+// backend.
+Status Fp16ScoreOverflow(int64_t query, int64_t group);
 
 // Checks the config alone: positive sizes, Hq % Hkv == 0, 1 <= top_k <= kMaxTopK, local_blocks >= 1 and top_k
 // covers the forced blocks (init_blocks + local_blocks), finite scales, score_format fp16 only with max pooling.
