@@ -9,7 +9,7 @@ SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -f
 SANITIZE_LABELS ?= unit|reference|property|golden|fuzz
 # The simd backend's small cases on every compiled Highway target (EMU128 included, where a vector may read past
 # a row's end): the simd label's large cases would take too long under ASan.
-SANITIZE_SIMD_TESTS ?= ^Canonical/FastOnEveryTarget|^FastRank|^FastRange|^EveryCompiledTarget/SimdTarget\.(Canonical|NonFinite|Overflowing)
+SANITIZE_SIMD_TESTS ?= ^Canonical/Fp32OnEveryTarget|^Fp32Rank|^Fp32Range|^EveryCompiledTarget/SimdTarget\.(Canonical|NonFinite|Overflowing)
 # The sanitizer and fuzz builds leave the CUDA backend out (device code is not instrumented, and nvcc time
 # counts); on a GPU machine `make fuzz FUZZ_CMAKE_FLAGS=` makes the differential fuzzer judge gpu too.
 SANITIZE_CMAKE_FLAGS ?= -DMSA_ENABLE_CUDA=OFF -DMSA_BUILD_BENCH=OFF

@@ -6,7 +6,7 @@
 
 #include "hwy/highway.h"
 #include "simd/exact.h"
-#include "simd/fast.h"
+#include "simd/fp32.h"
 
 namespace msa::simd {
 namespace {
@@ -23,7 +23,7 @@ Status Declined(const Config& config) {
 Status Supports(const Config& config) {
   switch (config.precision) {
     case Precision::kExact:
-    case Precision::kFp32:  // simd/fast.h
+    case Precision::kFp32:  // simd/fp32.h
       return Status::Ok();
     case Precision::kBf16:
     case Precision::kFp16:
@@ -38,7 +38,7 @@ Status Select(const Config& config, const IndexInputs& inputs, const SelectionOu
     case Precision::kExact:
       return ExactSelect(config, inputs, outputs, progress);
     case Precision::kFp32:
-      return FastSelect(config, inputs, outputs, progress);
+      return Fp32Select(config, inputs, outputs, progress);
     case Precision::kBf16:
     case Precision::kFp16:
       break;
@@ -52,7 +52,7 @@ Status Attend(const Config& config, const AttentionInputs& inputs, const Selecti
     case Precision::kExact:
       return ExactAttend(config, inputs, selection, outputs, progress);
     case Precision::kFp32:
-      return FastAttend(config, inputs, selection, outputs, progress);
+      return Fp32Attend(config, inputs, selection, outputs, progress);
     case Precision::kBf16:
     case Precision::kFp16:
       break;

@@ -1,4 +1,4 @@
-// Cases the simd tests add to CanonicalCases() (simd_exact_test, simd_fast_test) for the paths of local_blocks
+// Cases the simd tests add to CanonicalCases() (simd_exact_test, simd_fp32_test) for the paths of local_blocks
 // and score_format fp16 that the canonical cases reach only in part.
 #ifndef MSA_TESTS_SIMD_CASES_H_
 #define MSA_TESTS_SIMD_CASES_H_

@@ -1,4 +1,4 @@
-// The Highway targets the simd tests are instantiated over (simd_exact_test, simd_fast_test).
+// The Highway targets the simd tests are instantiated over (simd_exact_test, simd_fp32_test).
 #ifndef MSA_TESTS_SIMD_TARGETS_H_
 #define MSA_TESTS_SIMD_TARGETS_H_
 

@@ -30,12 +30,12 @@ namespace msa::simd {
 
 // Select (index branch) at precision fp32. Preconditions: ValidateIndexInputs passed, outputs sized as in
 // msa.h (block_scores and index_lse may be nullptr). Writes fp32 values widened to double.
-Status FastSelect(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+Status Fp32Select(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress);
 
 // Attend (main branch) at precision fp32 on any valid selection (rows are sets). Preconditions:
 // ValidateAttentionInputs and ValidateSelectionForAttend passed.
-Status FastAttend(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+Status Fp32Attend(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                   const AttentionOutputs& outputs, const ProgressFn& progress);
 
 // Both record the Highway target they ran on (simd/simd_backend.h: LastDispatchedTarget).

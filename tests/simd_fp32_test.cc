@@ -1,4 +1,4 @@
-// The SIMD backend's fp32 mode (simd/fast.h), judged by the oracle's rules (SPEC section 5) through msa::Judge:
+// The SIMD backend's fp32 mode (simd/fp32.h), judged by the oracle's rules (SPEC section 5) through msa::Judge:
 //   - every CanonicalCases() case, plus two with rows of more than 512 selected keys and the simd cases of
 //     several forced local blocks and of fp16 block scores with ties (tests/simd_cases.h), on EVERY Highway target
 //     compiled in (forced one at a time with hwy::SetSupportedTargetsForTest, as Highway's own tests do; a
@@ -34,8 +34,8 @@
 #include "tests/simd_targets.h"
 #include "oracle/random.h"
 #include "reference/reference.h"
-#include "simd/fast.h"
-#include "simd/fast_common.h"
+#include "simd/fp32.h"
+#include "simd/fp32_common.h"
 #include "simd/simd_backend.h"
 #include "tests/simd_cases.h"
 
@@ -69,7 +69,7 @@ JudgeOptions Fp32Rules() {
   return options;
 }
 
-// Runs fast mode on `spec` (own selection, then Attend on the reference selection) and judges both.
+// Runs fp32 mode on `spec` (own selection, then Attend on the reference selection) and judges both.
 // Returns the near-tie flips of its own selection.
 int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) {
   const Problem problem = GenerateProblem(AtFp32(spec));
@@ -146,7 +146,7 @@ std::vector<TargetCase> AllTargetCases() {
   return cases;
 }
 
-class FastOnEveryTarget : public testing::TestWithParam<TargetCase> {
+class Fp32OnEveryTarget : public testing::TestWithParam<TargetCase> {
  protected:
   void SetUp() override {
     hwy::SetSupportedTargetsForTest(GetParam().target);
@@ -154,12 +154,12 @@ class FastOnEveryTarget : public testing::TestWithParam<TargetCase> {
   void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
 };
 
-TEST_P(FastOnEveryTarget, PassesTheOracle) {
+TEST_P(Fp32OnEveryTarget, PassesTheOracle) {
   ExpectPassesTheOracle(GetParam().test_case.name, GetParam().test_case.spec);
   EXPECT_EQ(simd::LastDispatchedTarget(), GetParam().target) << "the forced target did not run";
 }
 
-INSTANTIATE_TEST_SUITE_P(Canonical, FastOnEveryTarget, testing::ValuesIn(AllTargetCases()),
+INSTANTIATE_TEST_SUITE_P(Canonical, Fp32OnEveryTarget, testing::ValuesIn(AllTargetCases()),
                          [](const testing::TestParamInfo<TargetCase>& info) { return info.param.name; });
 
 // Where fp32 computes every block score exactly (index inputs in {-1, 0, 1}, an index_scale of few significant
@@ -190,32 +190,32 @@ TEST(FastFp16Scores, ExactlyComputedScoresRoundAndRankAsTheReferenceOnEveryTarge
 
 // ---- larger M3-shaped problems (best target) -----------------------------------------------------------------
 
-TEST(FastLarge, M3ShapedPrefillOf4096Tokens) {
+TEST(Fp32Large, M3ShapedPrefillOf4096Tokens) {
   ExpectPassesTheOracle("m3_prefill_4096",
                         MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kMax, {{4096, 4096}}, DType::kBF16, 201));
 }
 
-TEST(FastLarge, M3ShapedChunkedPrefillWithLsePooling) {
+TEST(Fp32Large, M3ShapedChunkedPrefillWithLsePooling) {
   ExpectPassesTheOracle("m3_chunked_lse",
                         MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kLse, {{1024, 3000}, {16, 5000}}, DType::kF16, 202));
 }
 
-TEST(FastLarge, M3ShapedMeanPoolingWithPartialLocalBlocks) {
+TEST(Fp32Large, M3ShapedMeanPoolingWithPartialLocalBlocks) {
   ExpectPassesTheOracle("m3_mean", MakeSpec(16, 2, 128, 128, 16, 1, Pooling::kMean, {{777, 2049}, {5, 300}},
                                         DType::kF32, 203));
 }
 
-TEST(FastLarge, M3DecodeOverLongContexts) {
+TEST(Fp32Large, M3DecodeOverLongContexts) {
   ExpectPassesTheOracle("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax,
                                           {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 204));
 }
 
-TEST(FastLarge, BlocksLargerThanAScoreChunk) {  // Bk = 300 and 1000: blocks scored in pieces, then merged
+TEST(Fp32Large, BlocksLargerThanAScoreChunk) {  // Bk = 300 and 1000: blocks scored in pieces, then merged
   ExpectPassesTheOracle("big_blocks_lse", MakeSpec(8, 2, 64, 300, 3, 0, Pooling::kLse, {{900, 1400}}, DType::kF32, 205));
   ExpectPassesTheOracle("big_blocks_max", MakeSpec(4, 1, 32, 1000, 2, 0, Pooling::kMax, {{300, 2600}}, DType::kBF16, 206));
 }
 
-TEST(FastLarge, WideGroupsSpanSeveralHeadChunks) {  // G = 96 and G = 20: several and padded vectors of heads
+TEST(Fp32Large, WideGroupsSpanSeveralHeadChunks) {  // G = 96 and G = 20: several and padded vectors of heads
   ExpectPassesTheOracle("wide_group_96", MakeSpec(96, 1, 32, 64, 12, 0, Pooling::kMax, {{40, 1200}}, DType::kF32, 207));
   ExpectPassesTheOracle("wide_group_20", MakeSpec(40, 2, 24, 64, 10, 1, Pooling::kLse, {{30, 900}}, DType::kF16, 208));
 }
@@ -241,7 +241,7 @@ void ExpectSameBits(const std::vector<T>& got, const std::vector<T>& expected, c
   }
 }
 
-TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
+TEST(Fp32Determinism, SameBitsForOneTwoAndSevenThreads) {
   std::vector<std::pair<std::string, ProblemSpec>> specs;
   for (const TestCase& test_case : CanonicalCases()) specs.push_back({test_case.name, test_case.spec});
   for (const TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) specs.push_back({test_case.name, test_case.spec});
@@ -267,7 +267,7 @@ TEST(FastDeterminism, SameBitsForOneTwoAndSevenThreads) {
 
 // ---- rank order ----------------------------------------------------------------------------------------------
 
-TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
+TEST(Fp32Rank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
   RandomStream random(42, 1);
   const float values[] = {-0.0f, 0.0f, 1.0f, -1.0f, 2.5f, 1e-30f, -1e30f, 3.0f};
   std::vector<uint64_t> keys;
@@ -284,7 +284,7 @@ TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
       widened[b] = scores[b];
     }
     std::vector<int32_t> got(config.top_k), expected(config.top_k);
-    simd::fast::PlaceRow(config, scores.data(), visible, got.data(), &keys);
+    simd::fp32::PlaceRow(config, scores.data(), visible, got.data(), &keys);
     reference::PlaceSelection(config, widened.data(), visible, expected.data());
     ASSERT_EQ(got, expected) << "trial " << trial << ", visible " << visible << ", top_k " << config.top_k
                              << ", init " << config.init_blocks << ", local_blocks " << config.local_blocks;
@@ -293,7 +293,7 @@ TEST(FastRank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
 
 // ---- values fp32 cannot hold ---------------------------------------------------------------------------------
 
-TEST(FastRange, ValuesBeyondFp32AreRefusedWithAMessage) {
+TEST(Fp32Range, ValuesBeyondFp32AreRefusedWithAMessage) {
   ProblemSpec spec = MakeSpec(4, 2, 16, 8, 3, 0, Pooling::kMax, {{20, 20}}, DType::kF64, 401);
   spec.query_scale = 1e40;  // f64 queries near 1e40: fine for the reference, beyond fp32
   const Problem problem = GenerateProblem(AtFp32(spec));
@@ -313,7 +313,7 @@ TEST(FastRange, ValuesBeyondFp32AreRefusedWithAMessage) {
   EXPECT_NE(attend.message().find("fp32"), std::string::npos) << attend.message();
 }
 
-TEST(FastRange, ScoresThatOverflowFp32AreRefusedWithAMessage) {
+TEST(Fp32Range, ScoresThatOverflowFp32AreRefusedWithAMessage) {
   // Inputs near 1e20 fit in fp32, their dot products (about 1e40) do not.
   ProblemSpec spec = MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax, {{2, 1500}}, DType::kF32, 402);
   spec.query_scale = 1e20;
@@ -341,7 +341,7 @@ TEST(FastRange, ScoresThatOverflowFp32AreRefusedWithAMessage) {
 
 // fp16 block scores beyond binary16 in rows (query 2, group 1) and (query 4, group 0) only: refused with the
 // reference's message, which names the first in query-major order.
-TEST(FastRange, Fp16ScoresBeyondBinary16AreRefusedAsTheReferenceRefusesThem) {
+TEST(Fp32Range, Fp16ScoresBeyondBinary16AreRefusedAsTheReferenceRefusesThem) {
   ProblemSpec spec = MakeSpec(4, 2, 12, 4, 3, 0, Pooling::kMax, {{5, 9}, {3, 30}}, DType::kF64, 11);
   spec.config.score_format = ScoreFormat::kFp16;
   Problem problem = GenerateProblem(AtFp32(spec));
@@ -360,7 +360,7 @@ TEST(FastRange, Fp16ScoresBeyondBinary16AreRefusedAsTheReferenceRefusesThem) {
   EXPECT_EQ(select.message(), refused.message());
 }
 
-TEST(FastRegistry, SimdSupportsExactAndFp32Only) {
+TEST(Fp32Registry, SimdSupportsExactAndFp32Only) {
   Config config;
   for (Precision precision : {Precision::kExact, Precision::kFp32}) {
     config.precision = precision;

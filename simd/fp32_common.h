@@ -1,4 +1,4 @@
-// Target-independent pieces of the fp32 mode (simd/fast.h): where queries sit, the (score, id) ranking of
+// Target-independent pieces of the fp32 mode (simd/fp32.h): where queries sit, the (score, id) ranking of
 // one selection row, and conversions of single elements. Plain C++, shared by every Highway target.
 #ifndef MSA_SIMD_FAST_COMMON_H_
 #define MSA_SIMD_FAST_COMMON_H_
@@ -10,7 +10,7 @@
 
 #include "msa/msa.h"
 
-namespace msa::simd::fast {
+namespace msa::simd::fp32 {
 
 // Query row t sits in `sequence` at key `position` (k_len - q_len + i); its keys start at row key_begin.
 struct Place {
@@ -61,6 +61,6 @@ inline float BF16ToFloat(uint16_t h) {
 inline int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 inline int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
 
-}  // namespace msa::simd::fast
+}  // namespace msa::simd::fp32
 
 #endif  // MSA_SIMD_FAST_COMMON_H_

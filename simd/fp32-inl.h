@@ -1,4 +1,4 @@
-// Per-target kernels of the fp32 mode (simd/fast.h), compiled once per Highway target by simd/fast.cc.
+// Per-target kernels of the fp32 mode (simd/fp32.h), compiled once per Highway target by simd/fp32.cc.
 // Every kernel computes each output element with the same operation sequence whatever tile or lane it lands
 // in (a dot is one FMA chain over d ascending; a P V element one FMA chain over a step's keys ascending), so
 // tiling never changes bits: a row's result does not depend on which other rows share its tile.
@@ -17,7 +17,7 @@
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "msa/tensor.h"
-#include "simd/fast_common.h"
+#include "simd/fp32_common.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace msa::simd::HWY_NAMESPACE {
@@ -83,7 +83,7 @@ HWY_INLINE void LoadRow(const TensorView& view, int64_t row, int64_t head, float
       int64_t i = 0;
       for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, in + i)), df, out + i);
       const uint16_t* bits = static_cast<const uint16_t*>(view.data) + offset;
-      for (; i < n; ++i) out[i] = fast::BF16ToFloat(bits[i]);
+      for (; i < n; ++i) out[i] = fp32::BF16ToFloat(bits[i]);
       break;
     }
     case DType::kF16: {
@@ -92,7 +92,7 @@ HWY_INLINE void LoadRow(const TensorView& view, int64_t row, int64_t head, float
       int64_t i = 0;
       for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, in + i)), df, out + i);
       const uint16_t* bits = static_cast<const uint16_t*>(view.data) + offset;
-      for (; i < n; ++i) out[i] = fast::HalfToFloat(bits[i]);
+      for (; i < n; ++i) out[i] = fp32::HalfToFloat(bits[i]);
       break;
     }
     default:
@@ -116,12 +116,12 @@ HWY_INLINE void LoadRowF64(const TensorView& view, int64_t row, int64_t head, do
     }
     case DType::kBF16: {
       const uint16_t* bits = static_cast<const uint16_t*>(view.data) + offset;
-      for (int64_t i = 0; i < n; ++i) out[i] = fast::BF16ToFloat(bits[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = fp32::BF16ToFloat(bits[i]);
       break;
     }
     case DType::kF16: {
       const uint16_t* bits = static_cast<const uint16_t*>(view.data) + offset;
-      for (int64_t i = 0; i < n; ++i) out[i] = fast::HalfToFloat(bits[i]);
+      for (int64_t i = 0; i < n; ++i) out[i] = fp32::HalfToFloat(bits[i]);
       break;
     }
     default:

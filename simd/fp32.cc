@@ -1,6 +1,6 @@
-// The SIMD backend's fp32 mode (simd/fast.h): work lists, tiling and OpenMP around the kernels of
-// simd/fast-inl.h, compiled once per Highway target and dispatched at run time.
-#include "simd/fast.h"
+// The SIMD backend's fp32 mode (simd/fp32.h): work lists, tiling and OpenMP around the kernels of
+// simd/fp32-inl.h, compiled once per Highway target and dispatched at run time.
+#include "simd/fp32.h"
 
 #include <omp.h>
 
@@ -14,18 +14,18 @@
 #include <vector>
 
 #undef HWY_TARGET_INCLUDE
-#define HWY_TARGET_INCLUDE "simd/fast.cc"
+#define HWY_TARGET_INCLUDE "simd/fp32.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
 #include "msa/forced_blocks.h"
-#include "simd/fast-inl.h"
+#include "simd/fp32-inl.h"
 #include "simd/simd_backend.h"
 
 #ifndef MSA_SIMD_FAST_CC_ONCE_
 #define MSA_SIMD_FAST_CC_ONCE_
-namespace msa::simd::fast {
+namespace msa::simd::fp32 {
 
 // Reports progress from thread 0 in steps of about 1% of the total work.
 class Progress {
@@ -93,7 +93,7 @@ class FirstBadRow {
   std::atomic<int64_t> first_{std::numeric_limits<int64_t>::max()};
 };
 
-}  // namespace msa::simd::fast
+}  // namespace msa::simd::fp32
 #endif  // MSA_SIMD_FAST_CC_ONCE_
 
 HWY_BEFORE_NAMESPACE();
@@ -122,14 +122,14 @@ struct ChunkGeometry {
       piece = bk;
     } else {
       blocks_per_chunk = 1;
-      pieces_per_block = fast::CeilDiv(bk, kChunkKeys);
+      pieces_per_block = fp32::CeilDiv(bk, kChunkKeys);
       piece = kChunkKeys;
     }
   }
   int64_t Count(int64_t keys) const {
-    const int64_t blocks = fast::CeilDiv(keys, bk);
-    if (pieces_per_block == 1) return fast::CeilDiv(blocks, blocks_per_chunk);
-    return (blocks - 1) * pieces_per_block + fast::CeilDiv(keys - (blocks - 1) * bk, piece);
+    const int64_t blocks = fp32::CeilDiv(keys, bk);
+    if (pieces_per_block == 1) return fp32::CeilDiv(blocks, blocks_per_chunk);
+    return (blocks - 1) * pieces_per_block + fp32::CeilDiv(keys - (blocks - 1) * bk, piece);
   }
   void Range(int64_t chunk, int64_t keys, int64_t* begin, int64_t* end) const {
     if (pieces_per_block == 1) {
@@ -225,10 +225,10 @@ void PlanIndexPacking(IndexContext& ctx) {
   for (int64_t b = 0; b < sequences; ++b) {
     const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
     const bool queries = batch.cu_seqlens_q[b + 1] > batch.cu_seqlens_q[b];
-    ctx.panel_begin[b + 1] = ctx.panel_begin[b] + (queries && ctx.token_pass ? fast::CeilDiv(k_len, W) : 0);
+    ctx.panel_begin[b + 1] = ctx.panel_begin[b] + (queries && ctx.token_pass ? fp32::CeilDiv(k_len, W) : 0);
     ctx.mean_panel_begin[b + 1] =
-        ctx.mean_panel_begin[b] + (queries && ctx.config->pooling == Pooling::kMean ? fast::CeilDiv(k_len / bk, W) : 0);
-    ctx.first_block[b + 1] = ctx.first_block[b] + (queries ? fast::CeilDiv(k_len, bk) : 0);
+        ctx.mean_panel_begin[b] + (queries && ctx.config->pooling == Pooling::kMean ? fp32::CeilDiv(k_len / bk, W) : 0);
+    ctx.first_block[b + 1] = ctx.first_block[b] + (queries ? fp32::CeilDiv(k_len, bk) : 0);
   }
   const int64_t panel_floats = ctx.pack_per_chunk ? 1 : std::max<int64_t>(1, ctx.panel_begin.back() * ctx.panel_floats);
   ctx.panels = hwy::AllocateAligned<float>(panel_floats);
@@ -312,7 +312,7 @@ void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64
     if (ctx.pack_per_chunk) {  // the unit's tiles are of one sequence; the last one reaches furthest
       int64_t kb, ke;
       ctx.geometry.Range(c, tiles[count - 1].keys, &kb, &ke);
-      for (int64_t p = kb / W; p < fast::CeilDiv(ke, W); ++p) {
+      for (int64_t p = kb / W; p < fp32::CeilDiv(ke, W); ++p) {
         PackPanel(ctx, tiles[0].sequence, p, scratch.panels.get() + (p - kb / W) * ctx.panel_floats, scratch.mean);
       }
     }
@@ -321,7 +321,7 @@ void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64
       if (c >= ctx.geometry.Count(tile.keys)) continue;
       int64_t kb, ke;
       ctx.geometry.Range(c, tile.keys, &kb, &ke);
-      const int64_t pa = kb / W, pe = fast::CeilDiv(ke, W), kb_aligned = pa * W;
+      const int64_t pa = kb / W, pe = fp32::CeilDiv(ke, W), kb_aligned = pa * W;
       const float* panels = ctx.pack_per_chunk
                                 ? scratch.panels.get()
                                 : ctx.panels.get() + (ctx.panel_begin[tile.sequence] + pa) * ctx.panel_floats;
@@ -362,7 +362,7 @@ void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64
 // The rows a selection refuses: a non-finite fp32 score (numbered group * total_q + t), and a score_format fp16
 // block score beyond binary16 (numbered t * Hkv + r, the reference's order).
 struct RefusedRows {
-  fast::FirstBadRow not_finite, fp16_overflow;
+  fp32::FirstBadRow not_finite, fp16_overflow;
 };
 
 // Pools, ranks and writes the tile's rows. q: the tile's index queries; block_max/block_sum: [rows][stride].
@@ -377,7 +377,7 @@ void FinalizeTile(const IndexContext& ctx, const IndexTile& tile, const float* H
   if (c.pooling == Pooling::kMean) {
     // Full blocks before each row's local block, against the packed mean keys.
     const int64_t last_local = RowOf(ctx, tile, tile.rows - 1).position / bk;
-    const int64_t mean_panels = fast::CeilDiv(last_local, W);
+    const int64_t mean_panels = fp32::CeilDiv(last_local, W);
     const float* panels = ctx.mean_panels.get() + ctx.mean_panel_begin[tile.sequence] * ctx.panel_floats;
     // score_stride >= RoundUp(max_blocks, W): one call covers every mean panel.
     ScoreRows(tile.rows, q, di, panels, mean_panels, scratch.scores.get(), scratch.score_stride);
@@ -433,7 +433,7 @@ void FinalizeTile(const IndexContext& ctx, const IndexTile& tile, const float* H
     }
     const int64_t out_row = row.r * ctx.total_q + row.t;
     int32_t* selection = out.topk_indices + out_row * c.top_k;
-    fast::PlaceRow(c, scores, visible, selection, &scratch.keys);
+    fp32::PlaceRow(c, scores, visible, selection, &scratch.keys);
     if (out.block_scores != nullptr) {
       double* row_scores = out.block_scores + out_row * ctx.max_blocks;
       for (int64_t b = 0; b < visible; ++b) row_scores[b] = double(scores[b]);
@@ -477,8 +477,8 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   ctx.token_pass = config.pooling != Pooling::kMean || ctx.need_sum;
   ctx.geometry = ChunkGeometry(ctx.bk);
   if (ctx.total_q == 0) return Status::Ok();
-  MSA_RETURN_IF_ERROR(fast::CheckFp32Range("index_q", inputs.index_q));
-  MSA_RETURN_IF_ERROR(fast::CheckFp32Range("index_k", inputs.index_k));
+  MSA_RETURN_IF_ERROR(fp32::CheckFp32Range("index_q", inputs.index_q));
+  MSA_RETURN_IF_ERROR(fp32::CheckFp32Range("index_k", inputs.index_k));
   // Packing every key once pays when several tiles read each panel (prefill); with at most two tiles per
   // sequence (decode) each unit packs the chunks it reads into its own scratch instead.
   ctx.pack_per_chunk = true;
@@ -504,18 +504,18 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   std::vector<int64_t> tile_cost(tiles.size());  // FMAs
   int64_t total_cost = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
-    const int64_t keys = ctx.token_pass ? tiles[i].keys : fast::CeilDiv(tiles[i].keys, ctx.bk);
+    const int64_t keys = ctx.token_pass ? tiles[i].keys : fp32::CeilDiv(tiles[i].keys, ctx.bk);
     tile_cost[i] = int64_t(tiles[i].rows) * keys * ctx.di;
     total_cost += tile_cost[i];
   }
-  const int threads = fast::ThreadsFor(2.0 * double(total_cost));
+  const int threads = fp32::ThreadsFor(2.0 * double(total_cost));
   const int64_t share = std::max<int64_t>(1, total_cost / (4 * int64_t(threads)));
   std::vector<int64_t> parts(tiles.size(), 1);
   int64_t whole_tiles = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
     const int64_t chunks = ctx.token_pass ? ctx.geometry.Count(tiles[i].keys) : 0;
     if (threads > 1 && ctx.token_pass) {
-      parts[i] = std::max<int64_t>(1, std::min(chunks, fast::CeilDiv(tile_cost[i], share)));
+      parts[i] = std::max<int64_t>(1, std::min(chunks, fp32::CeilDiv(tile_cost[i], share)));
     }
     whole_tiles += parts[i] == 1;
   }
@@ -557,19 +557,19 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   std::vector<int64_t> split_stride(split_tiles), split_tile(split_tiles);
   for (size_t i = 0; i < tiles.size(); ++i) {
     if (tiles[i].split < 0) continue;
-    const int64_t blocks = fast::CeilDiv(tiles[i].keys, ctx.bk);
+    const int64_t blocks = fp32::CeilDiv(tiles[i].keys, ctx.bk);
     split_stride[tiles[i].split] = blocks;
     split_tile[tiles[i].split] = int64_t(i);
     split_max[tiles[i].split].assign(tiles[i].rows * blocks, 0.0f);
     split_sum[tiles[i].split].assign(tiles[i].rows * blocks, 0.0f);
   }
 
-  fast::Progress report(progress, total_cost);
+  fp32::Progress report(progress, total_cost);
   RefusedRows refused;
   const auto make_scratch = [&] {
     IndexScratch scratch;
     scratch.q = hwy::AllocateAligned<float>(kTilesPerUnit * kIndexRows * ctx.di);
-    const int64_t mean_columns = fast::RoundUp(ctx.max_blocks, W);
+    const int64_t mean_columns = fp32::RoundUp(ctx.max_blocks, W);
     scratch.score_stride = std::max(kChunkKeys + 2 * W, mean_columns);
     scratch.scores = hwy::AllocateAligned<float>(kIndexRows * scratch.score_stride);
     if (ctx.pack_per_chunk) scratch.panels = hwy::AllocateAligned<float>((kChunkKeys / W + 2) * ctx.panel_floats);
@@ -643,7 +643,7 @@ struct AttendContext {
       segment_blocks;
   float scale;
   double scale_f64;
-  std::vector<fast::Place> places;
+  std::vector<fp32::Place> places;
   Aligned<float> k;  // [Hkv][total_k][D]
   Aligned<float> v;  // [Hkv][total_k][Dv_pad], zero padded
   std::vector<int64_t> first_block;     // [B+1] first block of each sequence
@@ -704,7 +704,7 @@ int64_t SortedBlocks(const AttendContext& ctx, int64_t t, int64_t r, std::vector
 int64_t GatherQueries(const AttendContext& ctx, const AttendItem& item, bool short_row, AttendScratch& scratch) {
   const int64_t N = int64_t(hn::Lanes(DF()));
   const int64_t h0 = item.chunk * ctx.heads_per_chunk, heads = std::min(ctx.heads_per_chunk, ctx.group - h0);
-  const int64_t lanes = fast::RoundUp(ctx.heads_per_chunk, N);  // V * N, the same for every chunk
+  const int64_t lanes = fp32::RoundUp(ctx.heads_per_chunk, N);  // V * N, the same for every chunk
   if (short_row) {
     double* qt = scratch.qt_f64.get();
     std::fill(qt, qt + ctx.dim * lanes, 0.0);
@@ -742,7 +742,7 @@ void AttendSegmentFp32(const AttendContext& ctx, const AttendItem& item, int64_t
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> dfh;
   const int64_t N = int64_t(hn::Lanes(DF())), ND = int64_t(hn::Lanes(dd)), lanes = V * N, dvp = ctx.value_dim_padded;
-  const fast::Place& place = ctx.places[item.t];
+  const fp32::Place& place = ctx.places[item.t];
   ResetState(lanes, heads * dvp, state);
   const float* k_group = ctx.k.get() + (item.r * ctx.total_k + place.key_begin) * ctx.dim;
   const float* v_group = ctx.v.get() + (item.r * ctx.total_k + place.key_begin) * dvp;
@@ -830,7 +830,7 @@ void AttendSegmentFp64(const AttendContext& ctx, const AttendItem& item, int64_t
   const hn::ScalableTag<double> dd;
   constexpr int kVD = V * int(hn::MaxLanes(DF()) / hn::MaxLanes(hn::ScalableTag<double>()));  // V in doubles
   const int64_t N = int64_t(hn::Lanes(DF())), ND = int64_t(hn::Lanes(dd)), lanes = V * N, dvp = ctx.value_dim_padded;
-  const fast::Place& place = ctx.places[item.t];
+  const fp32::Place& place = ctx.places[item.t];
   ResetState(lanes, heads * dvp, state);
   int64_t n = 0;
   for (int64_t j = first; j < last; ++j) {
@@ -915,7 +915,7 @@ void CopyState(int64_t heads, int64_t lanes, int64_t dvp, const SoftmaxState& fr
 // out = o / l and lse = m + log(l) for the chunk's heads; a non-finite result (inputs too large for fp32) is
 // noted as query row * Hq + head.
 void WriteOutputs(const AttendContext& ctx, const AttendItem& item, int64_t heads, const SoftmaxState& state,
-                  fast::FirstBadRow& bad) {
+                  fp32::FirstBadRow& bad) {
   const int64_t h0 = item.r * ctx.group + item.chunk * ctx.heads_per_chunk, dvp = ctx.value_dim_padded;
   for (int64_t h = 0; h < heads; ++h) {
     const double l = state.l[h];
@@ -931,10 +931,10 @@ void WriteOutputs(const AttendContext& ctx, const AttendItem& item, int64_t head
   }
 }
 
-int64_t SegmentCount(const AttendContext& ctx, int64_t valid) { return fast::CeilDiv(valid, ctx.segment_blocks); }
+int64_t SegmentCount(const AttendContext& ctx, int64_t valid) { return fp32::CeilDiv(valid, ctx.segment_blocks); }
 
 template <int V>
-void AttendWholeItem(const AttendContext& ctx, const AttendItem& item, AttendScratch& scratch, fast::FirstBadRow& bad) {
+void AttendWholeItem(const AttendContext& ctx, const AttendItem& item, AttendScratch& scratch, fp32::FirstBadRow& bad) {
   const bool short_row = SortedBlocks(ctx, item.t, item.r, &scratch.blocks) <= kShortRowKeys;
   const int64_t heads = GatherQueries(ctx, item, short_row, scratch);
   const int64_t lanes = V * int64_t(hn::Lanes(DF())), dvp = ctx.value_dim_padded;
@@ -967,7 +967,7 @@ void PlanKeyValueConversion(AttendContext& ctx) {
   const int64_t sequences = batch.num_sequences();
   ctx.first_block.assign(sequences + 1, 0);
   for (int64_t b = 0; b < sequences; ++b) {
-    ctx.first_block[b + 1] = ctx.first_block[b] + fast::CeilDiv(batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b], bk);
+    ctx.first_block[b + 1] = ctx.first_block[b] + fp32::CeilDiv(batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b], bk);
   }
   const int64_t total_blocks = ctx.first_block.back();
   std::vector<uint8_t> touched(ctx.hkv * total_blocks, 0);  // [Hkv][total blocks]
@@ -1033,21 +1033,21 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
   ctx.group = config.group_size();
   ctx.dim = config.head_dim;
   ctx.value_dim = config.value_dim;
-  ctx.value_dim_padded = fast::RoundUp(ctx.value_dim, N);
+  ctx.value_dim_padded = fp32::RoundUp(ctx.value_dim, N);
   ctx.bk = config.block_size;
   ctx.heads_per_chunk = std::min<int64_t>(ctx.group, kMaxHeadVectors * N);
-  ctx.chunks_per_group = fast::CeilDiv(ctx.group, ctx.heads_per_chunk);
+  ctx.chunks_per_group = fp32::CeilDiv(ctx.group, ctx.heads_per_chunk);
   ctx.segment_blocks = std::max<int64_t>(1, kSegmentKeys / ctx.bk);
   ctx.scale = float(config.SoftmaxScale());
   ctx.scale_f64 = config.SoftmaxScale();
   if (ctx.total_q == 0) return Status::Ok();
-  MSA_RETURN_IF_ERROR(fast::CheckFp32Range("q", inputs.q));
-  MSA_RETURN_IF_ERROR(fast::CheckFp32Range("k", inputs.k));
-  MSA_RETURN_IF_ERROR(fast::CheckFp32Range("v", inputs.v));
-  ctx.places = fast::PlaceQueries(inputs.batch);
+  MSA_RETURN_IF_ERROR(fp32::CheckFp32Range("q", inputs.q));
+  MSA_RETURN_IF_ERROR(fp32::CheckFp32Range("k", inputs.k));
+  MSA_RETURN_IF_ERROR(fp32::CheckFp32Range("v", inputs.v));
+  ctx.places = fp32::PlaceQueries(inputs.batch);
   PlanKeyValueConversion(ctx);
 
-  const int64_t V = fast::CeilDiv(ctx.heads_per_chunk, N), lanes = V * N;
+  const int64_t V = fp32::CeilDiv(ctx.heads_per_chunk, N), lanes = V * N;
   // Items in (group, head chunk, query) order: neighbouring queries of a group share most of their blocks.
   std::vector<AttendItem> items;
   items.reserve(ctx.total_q * ctx.hkv * ctx.chunks_per_group);
@@ -1056,7 +1056,7 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
       for (int64_t t = 0; t < ctx.total_q; ++t) items.push_back({t, r, c});
     }
   }
-  const int threads = fast::ThreadsFor(2.0 * double(ctx.group) * double(ctx.dim + ctx.value_dim) *
+  const int threads = fp32::ThreadsFor(2.0 * double(ctx.group) * double(ctx.dim + ctx.value_dim) *
                                       double(ctx.selected_keys));
   const bool split = threads > 1 && int64_t(items.size()) < 4 * int64_t(threads);
 
@@ -1075,8 +1075,8 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
   std::vector<SoftmaxState> partial(split ? units : 0);
   for (SoftmaxState& state : partial) state.Allocate(lanes, ctx.heads_per_chunk * ctx.value_dim_padded);
 
-  fast::Progress report(progress, units);
-  fast::FirstBadRow bad;
+  fp32::Progress report(progress, units);
+  fp32::FirstBadRow bad;
 #pragma omp parallel num_threads(threads)
   {
     AttendScratch scratch;
@@ -1152,17 +1152,17 @@ namespace msa::simd {
 HWY_EXPORT(SelectFp32);
 HWY_EXPORT(AttendFp32);
 
-Status FastSelect(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+Status Fp32Select(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress) {
   return HWY_DYNAMIC_DISPATCH(SelectFp32)(config, inputs, outputs, progress);
 }
 
-Status FastAttend(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+Status Fp32Attend(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                   const AttentionOutputs& outputs, const ProgressFn& progress) {
   return HWY_DYNAMIC_DISPATCH(AttendFp32)(config, inputs, selection, outputs, progress);
 }
 
-namespace fast {
+namespace fp32 {
 
 std::vector<Place> PlaceQueries(const Batch& batch) {
   std::vector<Place> places(batch.total_q());
@@ -1192,6 +1192,6 @@ void PlaceRow(const Config& config, const float* scores, int64_t visible, int32_
 }
 // docs:end place-row
 
-}  // namespace fast
+}  // namespace fp32
 }  // namespace msa::simd
 #endif  // HWY_ONCE
