@@ -11,6 +11,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -21,6 +22,7 @@
 #include "bench/ceilings.h"
 #include "bench/eigen_dense_attention.h"
 #include "msa/msa.h"
+#include "oracle/cases.h"
 #include "oracle/problem.h"
 #include "oracle/recall.h"
 #include "reference/reference.h"
@@ -38,17 +40,17 @@ Config GroupOfM3(Precision precision) {
   return config;
 }
 
-// The layer's inputs at length n, made once per n (standard normal, F32).
+// The layer's inputs at length n (the case list's kTagBench cases), made once per n.
 const Problem& Layer(int64_t n) {
   static std::map<int64_t, std::unique_ptr<Problem>> layers;
   std::unique_ptr<Problem>& layer = layers[n];
   if (!layer) {
-    ProblemSpec spec;
-    spec.config = GroupOfM3(Precision::kFp32);
-    spec.lengths = {{int32_t(n), int32_t(n)}};
-    spec.dtype = DType::kF32;
-    spec.seed = 20261130 + uint64_t(n);
-    layer = std::make_unique<Problem>(GenerateProblem(spec));
+    const TestCase layer_case = CaseNamed(kTagBench, "bench_m3_group_" + std::to_string(n / 1024) + "k");
+    if (layer_case.name.empty()) {
+      std::fprintf(stderr, "cpu_bench: the case list has no bench case of %lld tokens\n", static_cast<long long>(n));
+      std::exit(1);
+    }
+    layer = std::make_unique<Problem>(GenerateProblem(layer_case.spec));
   }
   return *layer;
 }

@@ -1,11 +1,12 @@
-// The one canonical list of test cases (DESIGN.md, like ggml's test-backend-ops): each is data with a
-// printable name. It drives the reproducibility hashes now, and conformance, goldens, fuzz seeds and
-// benchmarks as they arrive.
+// The one list of test cases (DESIGN.md; ggml's make_test_cases_eval / make_test_cases_perf): each case is one
+// entry of a table (oracle/case_list.cc), written with designated initialisers and carrying tags that say which
+// tests, golden suites and benchmarks take it. Tests iterate CasesTagged(tag); none defines its own shapes.
 #ifndef MSA_ORACLE_CASES_H_
 #define MSA_ORACLE_CASES_H_
 
 #include <ostream>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,10 +15,50 @@
 
 namespace msa {
 
+// What a case is used for: a bit set (a case may carry several).
+enum CaseTag : uint32_t {
+  kTagCanonical = 1u << 0,     // small cases: reproducibility hashes, conformance, smoke goldens, every simd target
+  kTagLarge = 1u << 1,         // seconds on the reference: the full golden suite adds them
+  kTagDialects = 1u << 2,      // the dialect emulations of known implementations (suite "dialects", SPEC section 9)
+  kTagForcedAndFp16 = 1u << 3, // overlapping forced blocks and fp16 block-score ties at small dims (simd tests)
+  kTagLongRows = 1u << 4,      // rows of more than 512 selected keys at small dims (simd fp32 path)
+  kTagM3Size = 1u << 5,        // M3-shaped problems for the fast backends (seconds on simd, too slow for ASan)
+  kTagThreadSplit = 1u << 6,   // few rows over long keys: work split over threads (determinism tests)
+  kTagBench = 1u << 7,         // the CPU benchmark's layer (bench/cpu_bench.cc)
+};
+
 struct TestCase {
   std::string name;  // e.g. "prefill_b1_hq8_hkv2_d32_bs16_k4_i0_max_f64"
   ProblemSpec spec;
+  uint32_t tags = 0;  // CaseTag bits
 };
+
+// One entry of the case list (oracle/case_list.cc), flat so that it reads as designated initialisers. D = Dv = Di =
+// dim; the name is CaseName(kind, spec) unless `name` is given.
+struct CaseEntry {
+  const char* kind = "";
+  const char* name = nullptr;
+  int hq = 4, hkv = 2, dim = 16, block_size = 8, top_k = 4, init_blocks = 0, local_blocks = 1;
+  Pooling pooling = Pooling::kMax;
+  std::vector<std::pair<int32_t, int32_t>> lengths;  // (q_len, k_len) per sequence
+  DType dtype = DType::kF64;
+  uint64_t seed = 0;
+  double query_scale = 1.0;
+  bool few_valued_index = false;
+  std::optional<double> index_scale = std::nullopt;  // unset: Config's default
+  IndexFormat index_format = IndexFormat::kNative;
+  ScoreFormat score_format = ScoreFormat::kNative;
+  Precision precision = Precision::kExact;
+  uint32_t tags = 0;
+};
+
+// The whole list, in its canonical order (golden suites and hash lists follow it).
+const std::vector<CaseEntry>& CaseList();
+TestCase MakeCase(const CaseEntry& entry);
+// Every case carrying any of `tags`, in list order.
+std::vector<TestCase> CasesTagged(uint32_t tags);
+// The case named `name` among CasesTagged(tags); the empty case (name "") when there is none.
+TestCase CaseNamed(uint32_t tags, const std::string& name);
 
 // GoogleTest prints a parameter with this instead of its bytes.
 inline void PrintTo(const TestCase& test_case, std::ostream* os) { *os << test_case.name; }
@@ -30,20 +71,16 @@ ProblemSpec MakeSpec(int hq, int hkv, int dim, int block_size, int top_k, int in
 // part only when it is not 1.
 std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
-// Small cases (each well under a second on the reference): prefill at the boundary lengths, chunked
-// prefill, decode with q_len 1..16, ragged batches, ties, large logits, init blocks, every pooling mode,
-// every input dtype, an M3-shaped decode, the fp8 index mode (index_format e4m3) at M3 dims, several forced
-// local blocks (local_blocks 2, 3) and fp16 block scores (score_format fp16).
+// CasesTagged(kTagCanonical): prefill at the boundary lengths, chunked prefill, decode with q_len 1..16, ragged
+// batches, ties, large logits, init blocks, every pooling mode, every input dtype, an M3-shaped decode, the fp8
+// index mode at M3 dims, several forced local blocks and fp16 block scores; each well under a second.
 std::vector<TestCase> CanonicalCases();
-
-// Larger cases (seconds each on the reference) that the full golden suite adds to CanonicalCases: M3 dims at
-// prefill lengths 1024-4096, full-M3-head decode over 16K keys, lse and mean pooling, large logits and ties at
-// M3 dims, a ragged batch of nine sequences and a long chunked prefill.
+// CasesTagged(kTagLarge): M3 dims at prefill lengths 1024-4096, full-M3-head decode over 16K keys, lse and mean
+// pooling, large logits and ties at M3 dims, a ragged batch of nine sequences and a long chunked prefill.
 std::vector<TestCase> LargeCases();
-
-// The cases the dialect emulations of known implementations are judged on (SPEC section 9; suite "dialects"):
-// M3-scaled index scores in decode and prefill, an init block with two forced local blocks, large logits in
-// fp32, total_q == Hidx (the layout the shape cannot tell), fp16 block scores, a chunked fp32 prefill.
+// CasesTagged(kTagDialects): M3-scaled index scores in decode and prefill, an init block with two forced local
+// blocks, large logits in fp32, total_q == Hidx (the layout the shape cannot tell), fp16 block scores, a chunked
+// fp32 prefill.
 std::vector<TestCase> DialectCases();
 
 }  // namespace msa

@@ -5,8 +5,8 @@
 //   - the tiled vector dot equals CanonicalDot bit for bit (any length, tile edges, zeros of both signs,
 //     overflow to inf and NaN);
 //   - every output (topk_indices, block_scores, index_lse, out, lse) equals the reference bit for bit on every
-//     CanonicalCases() case, the simd cases of several forced local blocks and of fp16 block scores with ties
-//     (tests/simd_cases.h) and random rapidcheck problems (local_blocks 1..3, score_format fp16 under max
+//     CanonicalCases() case, the cases of several forced local blocks and of fp16 block scores with ties
+//     (kTagForcedAndFp16 in oracle/case_list.cc) and random rapidcheck problems (local_blocks 1..3, score_format fp16 under max
 //     pooling), for 1, 2 and 7 OpenMP threads, and the non-finite-score and fp16-overflow errors are the
 //     reference's;
 //   - the forced target is the one that ran (LastDispatchedTarget), and it changes with the forced target.
@@ -35,7 +35,6 @@
 #include "simd/exact.h"
 #include "simd/simd_backend.h"
 #include "tests/arbitrary.h"
-#include "tests/simd_cases.h"
 #include "tests/simd_targets.h"
 
 namespace msa {
@@ -344,7 +343,7 @@ TEST_P(SimdTarget, CanonicalCasesAreBitIdenticalToTheReference) {
 // Several forced local blocks whose sets overlap on short sequences, and fp16 block scores tied by the rounding
 // or exactly, with every pooling mode and dtype.
 TEST_P(SimdTarget, ForcedBlocksAndFp16ScoreCasesAreBitIdenticalToTheReference) {
-  for (const TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) {
+  for (const TestCase& test_case : CasesTagged(kTagForcedAndFp16)) {
     const Problem problem = GenerateProblem(test_case.spec);
     EXPECT_EQ(CompareWithReference(problem), "") << test_case.name;
   }

@@ -1,6 +1,6 @@
 // The SIMD backend's fp32 mode (simd/fp32.h), judged by the oracle's rules (SPEC section 5) through msa::Judge:
-//   - every CanonicalCases() case, plus two with rows of more than 512 selected keys and the simd cases of
-//     several forced local blocks and of fp16 block scores with ties (tests/simd_cases.h), on EVERY Highway target
+//   - every CanonicalCases() case, plus the cases with rows of more than 512 selected keys and those of
+//     several forced local blocks and of fp16 block scores with ties (oracle/case_list.cc), on EVERY Highway target
 //     compiled in (forced one at a time with hwy::SetSupportedTargetsForTest, as Highway's own tests do; a
 //     target the CPU lacks is skipped): its own Select + Attend, and its Attend on the reference selection,
 //     pass; near-tie flips are counted, not failed;
@@ -37,7 +37,6 @@
 #include "simd/fp32.h"
 #include "simd/fp32_common.h"
 #include "simd/simd_backend.h"
-#include "tests/simd_cases.h"
 
 namespace msa {
 namespace {
@@ -125,16 +124,9 @@ struct TargetCase {
 
 void PrintTo(const TargetCase& c, std::ostream* os) { *os << c.name; }
 
-// The canonical cases, plus rows of more than 512 selected keys (their fp32 path) at small dims, and the forced
-// blocks and fp16 score cases of tests/simd_cases.h.
-std::vector<TestCase> TargetTestCases() {
-  std::vector<TestCase> cases = CanonicalCases();
-  cases.push_back(
-      {"long_rows_lse", MakeSpec(8, 2, 32, 32, 20, 1, Pooling::kLse, {{24, 800}, {3, 1000}}, DType::kBF16, 501)});
-  cases.push_back({"long_rows_mean", MakeSpec(12, 3, 20, 48, 14, 0, Pooling::kMean, {{9, 700}}, DType::kF64, 502)});
-  for (TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) cases.push_back(std::move(test_case));
-  return cases;
-}
+// The canonical cases, rows of more than 512 selected keys (their fp32 path) at small dims, and the forced blocks
+// and fp16 score cases.
+std::vector<TestCase> TargetTestCases() { return CasesTagged(kTagCanonical | kTagLongRows | kTagForcedAndFp16); }
 
 std::vector<TargetCase> AllTargetCases() {
   std::vector<TargetCase> cases;
@@ -166,7 +158,7 @@ INSTANTIATE_TEST_SUITE_P(Canonical, Fp32OnEveryTarget, testing::ValuesIn(AllTarg
 // bits: the canonical fp16_scores_ties and the simd midpoints cases), the fp16 block scores and the selection
 // are the reference's bit for bit on every target: binary16 midpoints round to even, and scores tied before or
 // by the rounding go by block id.
-TEST(FastFp16Scores, ExactlyComputedScoresRoundAndRankAsTheReferenceOnEveryTarget) {
+TEST(Fp32Fp16Scores, ExactlyComputedScoresRoundAndRankAsTheReferenceOnEveryTarget) {
   int64_t cases = 0;
   for (const TestCase& test_case : TargetTestCases()) {
     if (test_case.spec.config.score_format != ScoreFormat::kFp16 || !test_case.spec.few_valued_index) continue;
@@ -190,35 +182,14 @@ TEST(FastFp16Scores, ExactlyComputedScoresRoundAndRankAsTheReferenceOnEveryTarge
 
 // ---- larger M3-shaped problems (best target) -----------------------------------------------------------------
 
-TEST(Fp32Large, M3ShapedPrefillOf4096Tokens) {
-  ExpectPassesTheOracle("m3_prefill_4096",
-                        MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kMax, {{4096, 4096}}, DType::kBF16, 201));
-}
+// M3-shaped prefill, chunked prefill with lse pooling, mean pooling with partial local blocks, decode over long
+// contexts, blocks larger than a score chunk, wide GQA groups.
+class Fp32Large : public testing::TestWithParam<TestCase> {};
 
-TEST(Fp32Large, M3ShapedChunkedPrefillWithLsePooling) {
-  ExpectPassesTheOracle("m3_chunked_lse",
-                        MakeSpec(16, 2, 128, 128, 16, 0, Pooling::kLse, {{1024, 3000}, {16, 5000}}, DType::kF16, 202));
-}
+TEST_P(Fp32Large, PassesTheOracle) { ExpectPassesTheOracle(GetParam().name, GetParam().spec); }
 
-TEST(Fp32Large, M3ShapedMeanPoolingWithPartialLocalBlocks) {
-  ExpectPassesTheOracle("m3_mean", MakeSpec(16, 2, 128, 128, 16, 1, Pooling::kMean, {{777, 2049}, {5, 300}},
-                                        DType::kF32, 203));
-}
-
-TEST(Fp32Large, M3DecodeOverLongContexts) {
-  ExpectPassesTheOracle("m3_decode", MakeSpec(64, 4, 128, 128, 16, 0, Pooling::kMax,
-                                          {{1, 16384}, {7, 2049}, {16, 8191}}, DType::kBF16, 204));
-}
-
-TEST(Fp32Large, BlocksLargerThanAScoreChunk) {  // Bk = 300 and 1000: blocks scored in pieces, then merged
-  ExpectPassesTheOracle("big_blocks_lse", MakeSpec(8, 2, 64, 300, 3, 0, Pooling::kLse, {{900, 1400}}, DType::kF32, 205));
-  ExpectPassesTheOracle("big_blocks_max", MakeSpec(4, 1, 32, 1000, 2, 0, Pooling::kMax, {{300, 2600}}, DType::kBF16, 206));
-}
-
-TEST(Fp32Large, WideGroupsSpanSeveralHeadChunks) {  // G = 96 and G = 20: several and padded vectors of heads
-  ExpectPassesTheOracle("wide_group_96", MakeSpec(96, 1, 32, 64, 12, 0, Pooling::kMax, {{40, 1200}}, DType::kF32, 207));
-  ExpectPassesTheOracle("wide_group_20", MakeSpec(40, 2, 24, 64, 10, 1, Pooling::kLse, {{30, 900}}, DType::kF16, 208));
-}
+INSTANTIATE_TEST_SUITE_P(M3Size, Fp32Large, testing::ValuesIn(CasesTagged(kTagM3Size)),
+                         [](const testing::TestParamInfo<TestCase>& info) { return info.param.name; });
 
 // ---- determinism ---------------------------------------------------------------------------------------------
 
@@ -242,15 +213,8 @@ void ExpectSameBits(const std::vector<T>& got, const std::vector<T>& expected, c
 }
 
 TEST(Fp32Determinism, SameBitsForOneTwoAndSevenThreads) {
-  std::vector<std::pair<std::string, ProblemSpec>> specs;
-  for (const TestCase& test_case : CanonicalCases()) specs.push_back({test_case.name, test_case.spec});
-  for (const TestCase& test_case : ForcedBlocksAndFp16ScoreCases()) specs.push_back({test_case.name, test_case.spec});
-  // Few rows over long keys: the index tile and the attention rows are split over threads when there are several.
-  specs.push_back({"decode_split", MakeSpec(16, 2, 64, 32, 24, 1, Pooling::kLse, {{1, 3000}}, DType::kBF16, 301)});
-  specs.push_back({"decode_split_mean", MakeSpec(8, 1, 32, 16, 40, 0, Pooling::kMean, {{2, 2000}}, DType::kF16, 302)});
-  specs.push_back({"decode_split_short", MakeSpec(16, 2, 64, 32, 6, 1, Pooling::kMax, {{1, 3000}}, DType::kF64, 304)});
-  specs.push_back({"big_blocks_split", MakeSpec(4, 1, 32, 600, 3, 0, Pooling::kLse, {{2, 4000}}, DType::kF32, 303)});
-  for (const auto& [name, spec] : specs) {
+  // Few rows over long keys (kTagThreadSplit): the index tile and the attention rows are split over threads.
+  for (const auto& [name, spec, tags] : CasesTagged(kTagCanonical | kTagForcedAndFp16 | kTagThreadSplit)) {
     const Problem problem = GenerateProblem(AtFp32(spec));
     const Outputs one = RunWithThreads(problem, 1);
     for (int threads : {2, 7}) {

@@ -1,0 +1,243 @@
+// The one list of test cases (oracle/cases.h): every shape a test, a golden suite or a benchmark runs.
+#include <cmath>
+
+#include "oracle/cases.h"
+
+namespace msa {
+namespace {
+
+constexpr Pooling kMax = Pooling::kMax, kLse = Pooling::kLse, kMean = Pooling::kMean;
+constexpr DType kF64 = DType::kF64, kF32 = DType::kF32, kBF16 = DType::kBF16, kF16 = DType::kF16;
+constexpr ScoreFormat kFp16Scores = ScoreFormat::kFp16;
+
+// The sequences of the forced-block cases: 1 to 10 visible blocks of Bk = 4, so the forced sets overlap each other
+// on the short ones and leave room for ranked candidates on the long ones.
+const std::vector<std::pair<int32_t, int32_t>> kShortAndLong = {{1, 1}, {4, 4}, {3, 9}, {5, 13}, {2, 21}, {8, 40}};
+// A score k * (1 + 2^-11) with |k| a power of two lies halfway between two binary16 values.
+const double kMidpointScale = 1 + std::ldexp(1.0, -11);
+
+std::vector<CaseEntry> BuildList() {
+  std::vector<std::pair<int32_t, int32_t>> decode_lengths;  // q_len 1..16 over longer contexts
+  for (int32_t q_len = 1; q_len <= 16; ++q_len) decode_lengths.push_back({q_len, 40 + 23 * q_len});
+  const uint32_t canonical = kTagCanonical;
+  return {
+      // ---- canonical: small, every feature ----
+      // Prefill at the boundary lengths around Bk = 16: 1, 2, Bk-1, Bk, Bk+1, 2Bk+1, in one ragged batch.
+      {.kind = "prefill", .hq = 4, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 3, .pooling = kMax,
+       .lengths = {{1, 1}, {2, 2}, {15, 15}, {16, 16}, {17, 17}, {33, 33}}, .dtype = kF64, .seed = 1, .tags = canonical},
+      {.kind = "prefill", .hq = 8, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 4, .pooling = kLse,
+       .lengths = {{129, 129}}, .dtype = kF32, .seed = 2, .tags = canonical},
+      {.kind = "prefill", .hq = 8, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 4, .pooling = kMean,
+       .lengths = {{129, 129}}, .dtype = kBF16, .seed = 3, .tags = canonical},
+      // Chunked prefill: queries are the causal suffix of a longer key sequence.
+      {.kind = "chunked", .hq = 4, .hkv = 1, .dim = 64, .block_size = 32, .top_k = 4, .pooling = kMax,
+       .lengths = {{64, 200}, {31, 97}}, .dtype = kBF16, .seed = 4, .tags = canonical},
+      {.kind = "decode", .hq = 8, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 5, .pooling = kMax,
+       .lengths = decode_lengths, .dtype = kF16, .seed = 5, .tags = canonical},
+      // Ragged batch with an empty sequence and a sequence with no queries.
+      {.kind = "ragged", .hq = 6, .hkv = 3, .dim = 24, .block_size = 8, .top_k = 4, .init_blocks = 1, .pooling = kLse,
+       .lengths = {{0, 0}, {0, 30}, {45, 70}, {9, 9}}, .dtype = kF64, .seed = 6, .tags = canonical},
+      // Init ("sink") blocks forced in.
+      {.kind = "init", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 5, .init_blocks = 2, .pooling = kMax,
+       .lengths = {{80, 80}}, .dtype = kF32, .seed = 7, .tags = canonical},
+      // Several forced local blocks with an init block, over sequences short enough that the forced sets overlap
+      // (k_len 5 and 17: one and three blocks) and a chunk past many blocks.
+      {.kind = "local", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 6, .init_blocks = 1, .local_blocks = 3,
+       .pooling = kMax, .lengths = {{5, 5}, {17, 17}, {24, 90}}, .dtype = kF32, .seed = 13, .tags = canonical},
+      {.kind = "local", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 6, .init_blocks = 1, .local_blocks = 2,
+       .pooling = kLse, .lengths = {{5, 5}, {17, 17}, {24, 90}}, .dtype = kF32, .seed = 14, .tags = canonical},
+      // Ties: index inputs in {-1, 0, 1}, so many block scores are exactly equal (lowest id wins).
+      {.kind = "ties", .hq = 4, .hkv = 2, .dim = 8, .block_size = 4, .top_k = 4, .pooling = kMax,
+       .lengths = {{60, 60}}, .dtype = kF64, .seed = 8, .few_valued_index = true, .tags = canonical},
+      {.kind = "ties", .hq = 4, .hkv = 2, .dim = 8, .block_size = 4, .top_k = 4, .pooling = kMean,
+       .lengths = {{60, 60}}, .dtype = kF64, .seed = 8, .few_valued_index = true, .tags = canonical},
+      // All-equal scores: q and index_q are zero, so every block ties (the lowest ids win) and attention is
+      // uniform over the selected keys.
+      {.kind = "ties_equal", .hq = 4, .hkv = 2, .dim = 8, .block_size = 4, .top_k = 4, .pooling = kMax,
+       .lengths = {{37, 60}}, .dtype = kF64, .seed = 11, .query_scale = 0.0, .tags = canonical},
+      // Large logits: q and index_q scaled by 100, so |scores| reach about 1e4 and softmax is one-hot.
+      {.kind = "large_logits", .hq = 4, .hkv = 2, .dim = 32, .block_size = 8, .top_k = 4, .pooling = kLse,
+       .lengths = {{50, 50}}, .dtype = kF64, .seed = 9, .query_scale = 100.0, .tags = canonical},
+      // M3 shapes (Hq 64, Hkv 4, D 128, Bk 128, top_k 16) in a multi-token decode over 4096 keys.
+      {.kind = "m3_decode", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{4, 4096}}, .dtype = kBF16, .seed = 10, .tags = canonical},
+      // The fp8 index mode at M3 dims: a prefill past two blocks, a decode and a decode chunk.
+      {.kind = "m3_e4m3", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{300, 300}, {1, 5000}, {16, 1100}}, .dtype = kBF16, .seed = 12, .index_format = IndexFormat::kE4M3,
+       .tags = canonical},
+      // fp16 block scores (the official use_fp16_score) at M3 dims: a prefill past two blocks and a multi-token
+      // decode; then few-valued index inputs, whose fp16 scores tie exactly (id order decides).
+      {.kind = "m3_fp16_scores", .hq = 16, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{260, 260}, {4, 3000}}, .dtype = kBF16, .seed = 15, .score_format = kFp16Scores, .tags = canonical},
+      {.kind = "fp16_scores_ties", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 4, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{70, 70}}, .dtype = kF16, .seed = 16, .few_valued_index = true,
+       .score_format = kFp16Scores, .tags = canonical},
+
+      // ---- large: the full golden suite; M3 dims with 8 query heads (M3: 64) so the FP64 reference stays quick
+      {.kind = "m3_prefill", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{4096, 4096}}, .dtype = kBF16, .seed = 101, .tags = kTagLarge},
+      {.kind = "m3_prefill", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kLse,
+       .lengths = {{2048, 2048}, {16, 6000}}, .dtype = kF16, .seed = 102, .tags = kTagLarge},
+      {.kind = "m3_chunked", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMean,
+       .lengths = {{1024, 3000}}, .dtype = kF32, .seed = 103, .tags = kTagLarge},
+      // Full M3 heads decoding q_len 1, 7 and 16 over contexts up to 16K keys.
+      {.kind = "m3_decode", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{1, 16384}, {7, 2049}, {16, 8191}}, .dtype = kBF16, .seed = 104, .tags = kTagLarge},
+      // Large logits (|scores| about 1e4) and few-valued ties at M3 dims.
+      {.kind = "m3_large_logits", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{1024, 1024}}, .dtype = kBF16, .seed = 105, .query_scale = 100.0, .tags = kTagLarge},
+      {.kind = "m3_ties", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMean,
+       .lengths = {{512, 2600}}, .dtype = kF64, .seed = 106, .few_valued_index = true, .tags = kTagLarge},
+      // A ragged batch of nine sequences: empty ones, boundary lengths around Bk = 64, decode and chunks.
+      {.kind = "ragged", .hq = 8, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .init_blocks = 1, .pooling = kLse,
+       .lengths = {{0, 0}, {1, 1}, {63, 63}, {64, 64}, {65, 65}, {16, 1000}, {300, 777}, {0, 500}, {1, 2049}},
+       .dtype = kF64, .seed = 107, .tags = kTagLarge},
+      // A long chunk of queries over 8K keys with init blocks.
+      {.kind = "chunked", .hq = 16, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 12, .init_blocks = 2,
+       .pooling = kMax, .lengths = {{512, 8192}}, .dtype = kF16, .seed = 108, .tags = kTagLarge},
+
+      // ---- dialects (SPEC section 9) ----
+      // M3 dims with M3-scaled index scores: a decode batch of q_len 1, 4, 16 over thousands of keys, and a
+      // prefill past five blocks.
+      {.kind = "dialect_m3_decode", .hq = 16, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{1, 6000}, {4, 3000}, {16, 2500}}, .dtype = kBF16, .seed = 201, .tags = kTagDialects},
+      {.kind = "dialect_m3_prefill", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{700, 700}}, .dtype = kBF16, .seed = 202, .tags = kTagDialects},
+      // An init block and two forced local blocks (the knobs vLLM and SGLang expose), prefill and a chunk.
+      {.kind = "dialect_init_local", .hq = 4, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 6, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{150, 150}, {10, 300}}, .dtype = kBF16, .seed = 203,
+       .tags = kTagDialects},
+      // Large logits in fp32: what separates pre-scaled q from scale-after-the-dot, and a softmax that keeps its
+      // running max from one that does not.
+      {.kind = "dialect_large_logits", .hq = 4, .hkv = 2, .dim = 64, .block_size = 16, .top_k = 4, .pooling = kMax,
+       .lengths = {{120, 120}}, .dtype = kF32, .seed = 204, .query_scale = 100.0, .tags = kTagDialects},
+      // total_q == Hidx (four decode queries, four groups): the shape cannot tell head-major from query-major.
+      {.kind = "dialect_square", .hq = 16, .hkv = 4, .dim = 64, .block_size = 32, .top_k = 4, .pooling = kMax,
+       .lengths = {{1, 300}, {1, 200}, {1, 150}, {1, 100}}, .dtype = kBF16, .seed = 205, .tags = kTagDialects},
+      // fp16 block scores (the official use_fp16_score) at M3 dims.
+      {.kind = "dialect_fp16_scores", .hq = 16, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{300, 300}, {4, 2000}}, .dtype = kBF16, .seed = 206, .score_format = kFp16Scores,
+       .tags = kTagDialects},
+      // A chunked prefill with fp32 inputs (fp32 ports, log2-domain lse).
+      {.kind = "dialect_chunked", .hq = 4, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 4, .pooling = kMax,
+       .lengths = {{40, 200}, {17, 17}}, .dtype = kF32, .seed = 207, .tags = kTagDialects},
+
+      // ---- forced blocks and fp16 score ties (the simd tests' edge cases) ----
+      // local_blocks 2..5 with 0..2 init blocks: the forced sets overlap on the short sequences and leave no room
+      // for a ranked candidate where top_k = init + local; every pooling mode, every dtype.
+      {.kind = "simd_local_overlap", .dim = 8, .block_size = 4, .top_k = 2, .local_blocks = 2, .pooling = kMax,
+       .lengths = kShortAndLong, .dtype = kF64, .seed = 601, .tags = kTagForcedAndFp16},
+      {.kind = "simd_local_overlap", .dim = 8, .block_size = 4, .top_k = 6, .init_blocks = 1, .local_blocks = 3,
+       .pooling = kMax, .lengths = kShortAndLong, .dtype = kF32, .seed = 602, .tags = kTagForcedAndFp16},
+      {.kind = "simd_local_overlap", .dim = 8, .block_size = 4, .top_k = 5, .init_blocks = 2, .local_blocks = 3,
+       .pooling = kLse, .lengths = kShortAndLong, .dtype = kBF16, .seed = 603, .tags = kTagForcedAndFp16},
+      {.kind = "simd_local_overlap", .dim = 8, .block_size = 4, .top_k = 7, .init_blocks = 1, .local_blocks = 4,
+       .pooling = kMean, .lengths = kShortAndLong, .dtype = kF16, .seed = 604, .tags = kTagForcedAndFp16},
+      {.kind = "simd_local_overlap", .dim = 8, .block_size = 4, .top_k = 8, .init_blocks = 2, .local_blocks = 5,
+       .pooling = kMax, .lengths = kShortAndLong, .dtype = kF32, .seed = 605, .tags = kTagForcedAndFp16},
+      // fp16 block scores with ties the binary16 rounding makes or keeps (top_k = 3 + init + local):
+      // midpoints: index inputs in {-1, 0, 1} and index_scale 1 + 2^-11 (ties to even; equal k tie exactly);
+      {.kind = "simd_fp16_midpoints", .block_size = 4, .top_k = 6, .init_blocks = 1, .local_blocks = 2,
+       .pooling = kMax, .lengths = {{40, 40}, {3, 25}}, .dtype = kF32, .seed = 606, .few_valued_index = true,
+       .index_scale = kMidpointScale, .score_format = kFp16Scores, .tags = kTagForcedAndFp16},
+      {.kind = "simd_fp16_midpoints", .block_size = 4, .top_k = 4, .pooling = kMax, .lengths = {{40, 40}, {3, 25}},
+       .dtype = kBF16, .seed = 607, .few_valued_index = true, .index_scale = kMidpointScale,
+       .score_format = kFp16Scores, .tags = kTagForcedAndFp16},
+      // subnormal: scores around 4e-7, binary16 subnormals 2^-24 apart: distinct scores round to equal ones;
+      {.kind = "simd_fp16_subnormal", .block_size = 4, .top_k = 5, .local_blocks = 2, .pooling = kMax,
+       .lengths = {{40, 40}, {3, 25}}, .dtype = kF32, .seed = 608, .index_scale = 1e-7, .score_format = kFp16Scores,
+       .tags = kTagForcedAndFp16},
+      // zeros: scores around 1e-10 round to +0 or -0, which tie (the id decides);
+      {.kind = "simd_fp16_zeros", .block_size = 4, .top_k = 5, .init_blocks = 1, .pooling = kMax,
+       .lengths = {{40, 40}, {3, 25}}, .dtype = kF16, .seed = 609, .index_scale = 1e-10, .score_format = kFp16Scores,
+       .tags = kTagForcedAndFp16},
+      // large: scores around a thousand, binary16 values 0.5 to 2 apart.
+      {.kind = "simd_fp16_large", .block_size = 4, .top_k = 6, .init_blocks = 1, .local_blocks = 2, .pooling = kMax,
+       .lengths = {{40, 40}, {3, 25}}, .dtype = kF32, .seed = 610, .query_scale = 100, .index_scale = 2,
+       .score_format = kFp16Scores, .tags = kTagForcedAndFp16},
+
+      // ---- rows of more than 512 selected keys at small dims ----
+      {.name = "long_rows_lse", .hq = 8, .hkv = 2, .dim = 32, .block_size = 32, .top_k = 20, .init_blocks = 1,
+       .pooling = kLse, .lengths = {{24, 800}, {3, 1000}}, .dtype = kBF16, .seed = 501, .tags = kTagLongRows},
+      {.name = "long_rows_mean", .hq = 12, .hkv = 3, .dim = 20, .block_size = 48, .top_k = 14, .pooling = kMean,
+       .lengths = {{9, 700}}, .dtype = kF64, .seed = 502, .tags = kTagLongRows},
+
+      // ---- M3-shaped problems for the fast backends ----
+      {.name = "m3_prefill_4096", .hq = 16, .hkv = 2, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{4096, 4096}}, .dtype = kBF16, .seed = 201, .tags = kTagM3Size},
+      {.name = "m3_chunked_lse", .hq = 16, .hkv = 2, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kLse,
+       .lengths = {{1024, 3000}, {16, 5000}}, .dtype = kF16, .seed = 202, .tags = kTagM3Size},
+      // Mean pooling with partial local blocks.
+      {.name = "m3_mean", .hq = 16, .hkv = 2, .dim = 128, .block_size = 128, .top_k = 16, .init_blocks = 1,
+       .pooling = kMean, .lengths = {{777, 2049}, {5, 300}}, .dtype = kF32, .seed = 203, .tags = kTagM3Size},
+      {.name = "m3_decode", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{1, 16384}, {7, 2049}, {16, 8191}}, .dtype = kBF16, .seed = 204, .tags = kTagM3Size},
+      // Blocks larger than a score chunk (Bk = 300 and 1000): blocks scored in pieces, then merged.
+      {.name = "big_blocks_lse", .hq = 8, .hkv = 2, .dim = 64, .block_size = 300, .top_k = 3, .pooling = kLse,
+       .lengths = {{900, 1400}}, .dtype = kF32, .seed = 205, .tags = kTagM3Size},
+      {.name = "big_blocks_max", .hq = 4, .hkv = 1, .dim = 32, .block_size = 1000, .top_k = 2, .pooling = kMax,
+       .lengths = {{300, 2600}}, .dtype = kBF16, .seed = 206, .tags = kTagM3Size},
+      // Wide groups (G = 96 and 20): several and padded vectors of heads.
+      {.name = "wide_group_96", .hq = 96, .hkv = 1, .dim = 32, .block_size = 64, .top_k = 12, .pooling = kMax,
+       .lengths = {{40, 1200}}, .dtype = kF32, .seed = 207, .tags = kTagM3Size},
+      {.name = "wide_group_20", .hq = 40, .hkv = 2, .dim = 24, .block_size = 64, .top_k = 10, .init_blocks = 1,
+       .pooling = kLse, .lengths = {{30, 900}}, .dtype = kF16, .seed = 208, .tags = kTagM3Size},
+
+      // ---- few rows over long keys: the index tile and the attention rows split over threads ----
+      {.name = "decode_split", .hq = 16, .hkv = 2, .dim = 64, .block_size = 32, .top_k = 24, .init_blocks = 1,
+       .pooling = kLse, .lengths = {{1, 3000}}, .dtype = kBF16, .seed = 301, .tags = kTagThreadSplit},
+      {.name = "decode_split_mean", .hq = 8, .hkv = 1, .dim = 32, .block_size = 16, .top_k = 40, .pooling = kMean,
+       .lengths = {{2, 2000}}, .dtype = kF16, .seed = 302, .tags = kTagThreadSplit},
+      {.name = "decode_split_short", .hq = 16, .hkv = 2, .dim = 64, .block_size = 32, .top_k = 6, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{1, 3000}}, .dtype = kF64, .seed = 304, .tags = kTagThreadSplit},
+      {.name = "big_blocks_split", .hq = 4, .hkv = 1, .dim = 32, .block_size = 600, .top_k = 3, .pooling = kLse,
+       .lengths = {{2, 4000}}, .dtype = kF32, .seed = 303, .tags = kTagThreadSplit},
+
+      // ---- the CPU benchmark's layer: one M3 GQA group (Hq 16, Hkv 1, D 128, Bk 128, top_k 16), F32 ----
+      {.name = "bench_m3_group_8k", .hq = 16, .hkv = 1, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{8192, 8192}}, .dtype = kF32, .seed = 20261130 + 8192, .precision = Precision::kFp32,
+       .tags = kTagBench},
+      {.name = "bench_m3_group_32k", .hq = 16, .hkv = 1, .dim = 128, .block_size = 128, .top_k = 16,
+       .pooling = kMax, .lengths = {{32768, 32768}}, .dtype = kF32, .seed = 20261130 + 32768,
+       .precision = Precision::kFp32, .tags = kTagBench},
+  };
+}
+
+}  // namespace
+
+const std::vector<CaseEntry>& CaseList() {
+  static const std::vector<CaseEntry> list = BuildList();
+  return list;
+}
+
+TestCase MakeCase(const CaseEntry& entry) {
+  ProblemSpec spec = MakeSpec(entry.hq, entry.hkv, entry.dim, entry.block_size, entry.top_k, entry.init_blocks,
+                              entry.pooling, entry.lengths, entry.dtype, entry.seed);
+  Config& config = spec.config;
+  config.local_blocks = entry.local_blocks;
+  config.index_scale = entry.index_scale;
+  config.index_format = entry.index_format;
+  config.score_format = entry.score_format;
+  config.precision = entry.precision;
+  spec.query_scale = entry.query_scale;
+  spec.few_valued_index = entry.few_valued_index;
+  std::string name = entry.name != nullptr ? std::string(entry.name) : CaseName(entry.kind, spec);
+  return {std::move(name), std::move(spec), entry.tags};
+}
+
+std::vector<TestCase> CasesTagged(uint32_t tags) {
+  std::vector<TestCase> cases;
+  for (const CaseEntry& entry : CaseList()) {
+    if ((entry.tags & tags) != 0) cases.push_back(MakeCase(entry));
+  }
+  return cases;
+}
+
+TestCase CaseNamed(uint32_t tags, const std::string& name) {
+  for (TestCase& test_case : CasesTagged(tags)) {
+    if (test_case.name == name) return test_case;
+  }
+  return {};
+}
+
+}  // namespace msa
