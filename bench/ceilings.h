@@ -1,4 +1,4 @@
-// The machine's ceilings, measured in the same run as the kernels they judge (issue 4): the fp32 FMA rate of a
+// The machine's ceilings, measured in the same run as the kernels they judge: the fp32 FMA rate of a
 // register-resident loop and the memory copy bandwidth.
 #ifndef MSA_BENCH_CEILINGS_H_
 #define MSA_BENCH_CEILINGS_H_

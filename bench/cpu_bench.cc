@@ -1,4 +1,4 @@
-// CPU benchmarks of issue 4 (Google Benchmark). One run measures, in this order:
+// CPU benchmarks (Google Benchmark). One run measures, in this order:
 //   ceilings   FmaPeak (fp32 FMA rate, register-resident, all threads), CopyBandwidth (bytes read + written)
 //              and EigenGemm (Eigen's fp32 GEMM at the dense peer's tile shape: the peer's own ceiling)
 //   branches   IndexBranch and MainBranch of the simd backend at precision fp32, in useful FLOP/s of SPEC

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Turns the JSON of bench/cpu_bench (Google Benchmark) into the markdown table of issue 4.
+"""Turns the JSON of bench/cpu_bench (Google Benchmark) into a markdown table.
 
 Usage: bench/cpu_table.py RESULTS.json [--commit SHA] > RESULTS.md
 Every ratio is between numbers measured in the same run: branch FLOP/s against the FMA peak, the fp32 mode
@@ -53,7 +53,7 @@ def main():
     copy = find("BM_CopyBandwidth")["bytes/s"]
     gemm = find("BM_EigenGemm")["FLOP/s"]
     out = []
-    out.append(f"# CPU benchmarks (issue 4), {ctx['date']}, commit {args.commit}\n")
+    out.append(f"# CPU benchmarks, {ctx['date']}, commit {args.commit}\n")
     out.append(f"Machine: {ctx['num_cpus']} CPUs at {ctx['mhz_per_cpu']} MHz, OpenMP threads {ctx['omp_threads']}, "
                f"Highway target {ctx['fma_target']}, load average at start {ctx.get('load_avg')}.  ")
     out.append(f"Layer: {ctx['layer']}; a single causal prefill of N tokens.  ")

@@ -1,5 +1,5 @@
-// The peer a user would otherwise write on a CPU: dense causal GQA attention in fp32 with Eigen GEMMs
-// (issue 4). Not part of the library; the benchmark checks it against the FP64 reference before timing it.
+// The peer a user would otherwise write on a CPU: dense causal GQA attention in fp32 with Eigen GEMMs.
+// Not part of the library; the benchmark checks it against the FP64 reference before timing it.
 #ifndef MSA_BENCH_EIGEN_DENSE_ATTENTION_H_
 #define MSA_BENCH_EIGEN_DENSE_ATTENTION_H_
 

@@ -1,4 +1,4 @@
-// Bad input to `msa run` (issue 2, item 5): each case runs the CLI in-process and asserts exit code 2, exactly
+// Bad input to `msa run`: each case runs the CLI in-process and asserts exit code 2, exactly
 // one stderr line "msa: error: <field or tensor> <value>: <rule>" (the full message is the contract), and that
 // nothing was written: no file at --out and no temporary file left beside it.
 //

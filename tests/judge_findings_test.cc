@@ -1,4 +1,4 @@
-// The judge on real implementations' outputs (issue 14's findings), through `msa check` as a user runs it. Each
+// The judge on real implementations' outputs, through `msa check` as a user runs it. Each
 // candidate is written by an emulation in this file, from the convention it models (SPEC sections 5 and 9), not
 // by the code under test: fp32 loops for the official FP32 references, the selection orders of vLLM and the
 // official decode-attention layout, planted swaps against the FP64 block scores.

@@ -25,8 +25,8 @@ enum class Precision { kExact, kFp32, kBf16, kFp16 };
 // The number format of the index branch's inputs. kE4M3: index_q and index_k are rounded (to nearest, ties to
 // even) to fp8 E4M3 values (OCP E4M3FN: 3 significand bits after the leading one, exponents -6..8, subnormals
 // down to 2^-9, largest finite 448, no infinities) before any backend sees them; the index branch then runs as
-// usual on those values, in every precision. Values outside [-448, 448] or not finite are refused. The fp8
-// mode of fast index kernels (issue 6); not in SPEC v1, which has kNative only.
+// usual on those values, in every precision. Values outside [-448, 448] or not finite are refused.
+// SPEC v1 has kNative only.
 enum class IndexFormat { kNative, kE4M3 };
 inline constexpr double kE4M3Max = 448;
 
