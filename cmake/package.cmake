@@ -13,7 +13,7 @@ target_compile_options(msa_package INTERFACE -ffp-contract=off)
 set_target_properties(msa_package PROPERTIES EXPORT_NAME msa)
 add_library(msa::msa ALIAS msa_package)
 set_target_properties(msa PROPERTIES EXPORT_NAME tool)
-install(TARGETS msa_package msa_oracle msa_registry msa_simd msa_reference msa_core msa EXPORT msaTargets
+install(TARGETS msa_package msa_oracle msa_io msa_registry msa_simd msa_reference msa_core msa EXPORT msaTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${MSA_INSTALL_INCLUDEDIR})

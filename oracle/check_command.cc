@@ -1,9 +1,8 @@
 // `msa check`: judge an outside implementation's outputs against the FP64 reference on the same inputs.
 #include <cstdio>
-#include <fstream>
 #include <string>
-#include <unistd.h>
 
+#include "io/atomic_file.h"
 #include "oracle/cli.h"
 #include "oracle/compare.h"
 #include "oracle/file_contract.h"
@@ -150,24 +149,6 @@ Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candid
   return Status::Ok();
 }
 
-// Writes `text` to path + ".tmp.<pid>" and renames it into place.
-Status WriteTextFile(const std::string& path, const std::string& text) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary);
-    file << text;
-    if (!file.flush()) {
-      std::remove(temporary.c_str());
-      return IoError(path + ": cannot write");
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return IoError(path + ": cannot rename " + temporary + " into place");
-  }
-  return Status::Ok();
-}
-
 }  // namespace
 
 int CheckCommand(const CheckOptions& options, const CliStreams& streams) {
@@ -204,7 +185,7 @@ int CheckCommand(const CheckOptions& options, const CliStreams& streams) {
   }
   streams.out << FormatVerdict(verdict);
   if (!options.json.empty()) {
-    if (Status status = WriteTextFile(options.json, VerdictToJson(verdict)); !status.ok()) {
+    if (Status status = WriteFileAtomically(options.json, VerdictToJson(verdict)); !status.ok()) {
       return CliFail(streams, status.message());
     }
   }

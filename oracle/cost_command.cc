@@ -1,11 +1,7 @@
 // `msa cost`: the cost model of SPEC section 6 (oracle/cost_model.h) as a table and, with --json, a file.
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -13,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "oracle/cli.h"
 #include "oracle/cost_model.h"
 #include "oracle/file_contract.h"
@@ -301,18 +298,6 @@ std::string FormatJson(const Report& report) {
   return json.dump(2) + "\n";
 }
 
-// Writes `text` to path + ".tmp.<pid>" and renames it into place; on failure nothing new is left at `path`.
-Status WriteTextAtomically(const std::string& path, const std::string& text) {
-  const std::string temp_path = path + ".tmp." + std::to_string(getpid());
-  std::FILE* file = std::fopen(temp_path.c_str(), "wb");
-  if (file == nullptr) return IoError("--json " + path + ": cannot create " + temp_path + ": " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fflush(file) == 0;
-  const bool closed = std::fclose(file) == 0;
-  if (written && closed && std::rename(temp_path.c_str(), path.c_str()) == 0) return Status::Ok();
-  std::remove(temp_path.c_str());
-  return IoError("--json " + path + ": cannot write it through " + temp_path);
-}
-
 std::string GpuInfo() {
   std::string text = "GPU rates used by msa cost (peak dense bf16 tensor FLOP/s, memory bandwidth), with sources:\n";
   for (const GpuSpec& gpu : KnownGpus()) {
@@ -364,8 +349,8 @@ int CostCommand(const CostOptions& options, const CliStreams& streams) {
     report.rows.push_back(EstimateCost(query, *gpu));
   }
   if (!options.json.empty()) {
-    if (Status status = WriteTextAtomically(options.json, FormatJson(report)); !status.ok()) {
-      return CliFail(streams, status.message());
+    if (Status status = WriteFileAtomically(options.json, FormatJson(report)); !status.ok()) {
+      return CliFail(streams, "--json " + status.message());
     }
   }
   streams.out << FormatTable(report);

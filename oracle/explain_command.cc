@@ -1,35 +1,14 @@
 // `msa explain`: build the tiny case, run the reference, print the trace, write the image atomically.
-#include <unistd.h>
-
-#include <cstdio>
-#include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
+#include "io/atomic_file.h"
 #include "oracle/cli.h"
 #include "oracle/explain.h"
 #include "oracle/explain_image.h"
 
 namespace msa {
-namespace {
-
-Status WriteBytesAtomically(const std::string& flag, const std::string& path, const std::vector<uint8_t>& bytes) {
-  const std::string temporary = path + ".tmp." + std::to_string(getpid());
-  {
-    std::ofstream file(temporary, std::ios::binary);
-    file.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
-    if (!file.flush()) {
-      std::remove(temporary.c_str());
-      return IoError(flag + " " + path + ": cannot write " + temporary);
-    }
-  }
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    std::remove(temporary.c_str());
-    return IoError(flag + " " + path + ": cannot rename " + temporary + " into place");
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
   Config config;
@@ -72,8 +51,10 @@ int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
               << ExplainQuery(problem, reference, query);
   if (!options.image.empty()) {
     const RgbImage image = DrawSelection(problem, reference.topk_indices);
-    if (Status status = WriteBytesAtomically("--image", options.image, EncodePng(image)); !status.ok()) {
-      return CliFail(streams, status.message());
+    const std::vector<uint8_t> png = EncodePng(image);
+    const std::string_view bytes(reinterpret_cast<const char*>(png.data()), png.size());
+    if (Status status = WriteFileAtomically(options.image, bytes); !status.ok()) {
+      return CliFail(streams, "--image " + status.message());
     }
     streams.out << "wrote " << options.image << " (" << image.width << " x " << image.height
                 << " pixels: a row per query, a column per block, one panel per group; blue ranked picks, green "

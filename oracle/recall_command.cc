@@ -1,15 +1,13 @@
 // `msa recall`: parse the sweep, run it on every backend, print the table, write CSV / JSON / PNG atomically.
-#include <unistd.h>
-
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
+#include "io/atomic_file.h"
 #include "oracle/cli.h"
 #include "oracle/recall_plot.h"
 #include "oracle/recall_report.h"
@@ -153,55 +151,27 @@ std::string CanonicalCommand(const RecallOptions& o) {
          std::to_string(o.seed);
 }
 
-// Files are written as <name>.tmp.<pid> and renamed into place only once all of them exist.
-class StagedFiles {
- public:
-  explicit StagedFiles(std::filesystem::path dir) : dir_(std::move(dir)) {}
-  ~StagedFiles() {
-    for (const std::string& name : names_) std::remove(Temporary(name).c_str());
-  }
-  // Where to write `name` before Commit.
-  std::string Temporary(const std::string& name) const {
-    return (dir_ / (name + ".tmp." + std::to_string(getpid()))).string();
-  }
-  Status WriteText(const std::string& name, const std::string& text) {
-    names_.push_back(name);
-    std::ofstream file(Temporary(name), std::ios::binary);
-    file << text;
-    if (!file.flush()) return IoError("--out-dir " + dir_.string() + ": cannot write " + Temporary(name));
-    return Status::Ok();
-  }
-  void Add(const std::string& name) { names_.push_back(name); }
-  Status Commit() {
-    for (const std::string& name : names_) {
-      if (std::rename(Temporary(name).c_str(), (dir_ / name).c_str()) != 0) {
-        return IoError("--out-dir " + dir_.string() + ": cannot rename " + Temporary(name) + " into place");
-      }
-    }
-    names_.clear();
-    return Status::Ok();
-  }
-
- private:
-  std::filesystem::path dir_;
-  std::vector<std::string> names_;
-};
-
 Status WriteOutputs(const RecallOptions& options, const RecallSweep& sweep, const std::vector<RecallPoint>& points,
                     std::vector<std::string>* written) {
   std::error_code error;
   std::filesystem::create_directories(options.out_dir, error);
   if (error) return IoError("--out-dir " + options.out_dir + ": cannot create it: " + error.message());
-  StagedFiles files(options.out_dir);
-  MSA_RETURN_IF_ERROR(files.WriteText("recall.csv", RecallCsv(points)));
-  MSA_RETURN_IF_ERROR(files.WriteText("recall.json", RecallJson(CanonicalCommand(options), sweep, points)));
+  // Every file is staged and renamed into place only once all of them exist.
+  const std::filesystem::path dir(options.out_dir);
+  const auto in_dir = [&](Status status) {
+    return status.ok() ? status : IoError("--out-dir " + options.out_dir + ": " + status.message());
+  };
+  AtomicFileSet files;
+  MSA_RETURN_IF_ERROR(in_dir(files.Stage((dir / "recall.csv").string(), RecallCsv(points))));
+  MSA_RETURN_IF_ERROR(
+      in_dir(files.Stage((dir / "recall.json").string(), RecallJson(CanonicalCommand(options), sweep, points))));
   if (options.plot) {
     for (const RecallFigure& figure : FiguresFor(sweep)) {
-      files.Add(figure.file);
-      MSA_RETURN_IF_ERROR(DrawFigure(figure, points, files.Temporary(figure.file)));
+      const auto draw = [&](const std::string& temporary) { return DrawFigure(figure, points, temporary); };
+      MSA_RETURN_IF_ERROR(files.StageThroughTemporary((dir / figure.file).string(), draw));
     }
   }
-  MSA_RETURN_IF_ERROR(files.Commit());
+  MSA_RETURN_IF_ERROR(in_dir(files.Commit()));
   written->push_back(options.out_dir + "/recall.csv");
   written->push_back(options.out_dir + "/recall.json");
   if (options.plot) {

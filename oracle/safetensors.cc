@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+
 namespace msa {
 namespace {
 
@@ -493,29 +495,15 @@ Status SerializeSafetensors(const SafetensorsFile& file, std::vector<uint8_t>* b
 
 Status WriteSafetensors(const std::string& path, const SafetensorsFile& file) {
   MSA_RETURN_IF_ERROR(InFile(path, CheckWritable(file)));
-  const std::string temp_path = path + ".tmp." + std::to_string(getpid());
-  FilePtr stream(std::fopen(temp_path.c_str(), "wb"), &std::fclose);
-  if (!stream) return IoError(path + ": cannot create " + temp_path + ": " + std::strerror(errno));
-
-  // Captures errno first, then closes and removes the temporary file.
-  const auto fail = [&](const std::string& what) {
-    const std::string reason = std::strerror(errno);
-    stream.reset();
-    std::remove(temp_path.c_str());
-    return IoError(path + ": cannot " + what + " " + temp_path + ": " + reason);
-  };
-  const std::string prefix = LengthAndHeader(file);
-  if (std::fwrite(prefix.data(), 1, prefix.size(), stream.get()) != prefix.size()) return fail("write");
-  for (const SafetensorsTensor& tensor : file.tensors) {
-    if (!tensor.bytes.empty() &&
-        std::fwrite(tensor.bytes.data(), 1, tensor.bytes.size(), stream.get()) != tensor.bytes.size()) {
-      return fail("write");
+  return WriteFileAtomically(path, [&file](std::FILE* stream) {
+    const std::string prefix = LengthAndHeader(file);
+    if (std::fwrite(prefix.data(), 1, prefix.size(), stream) != prefix.size()) return false;
+    for (const SafetensorsTensor& tensor : file.tensors) {
+      const size_t size = tensor.bytes.size();
+      if (size != 0 && std::fwrite(tensor.bytes.data(), 1, size, stream) != size) return false;
     }
-  }
-  if (std::fflush(stream.get()) != 0 || fsync(fileno(stream.get())) != 0) return fail("flush");
-  if (std::fclose(stream.release()) != 0) return fail("close");
-  if (std::rename(temp_path.c_str(), path.c_str()) != 0) return fail("rename into place");
-  return Status::Ok();
+    return true;
+  });
 }
 
 }  // namespace msa
