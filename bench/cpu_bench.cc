@@ -22,8 +22,8 @@
 #include "bench/eigen_dense_attention.h"
 #include "msa/msa.h"
 #include "oracle/problem.h"
-#include "oracle/recall.h"
 #include "reference/reference.h"
+#include "tools/msa/recall.h"
 
 namespace msa::bench {
 namespace {

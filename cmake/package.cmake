@@ -22,7 +22,7 @@ if(MSA_HAVE_CUDA)  # the CUDA backend (gpu/), linked into msa_registry; consumer
   install(FILES ${PROJECT_SOURCE_DIR}/gpu/gpu_backend.h DESTINATION ${MSA_INSTALL_INCLUDEDIR}/gpu)
 endif()
 install(EXPORT msaTargets NAMESPACE msa:: DESTINATION ${MSA_INSTALL_CMAKEDIR})
-foreach(msa_dir include/msa oracle reference)
+foreach(msa_dir include/msa io oracle reference)
   file(GLOB msa_headers CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/${msa_dir}/*.h)
   get_filename_component(msa_name ${msa_dir} NAME)
   install(FILES ${msa_headers} DESTINATION ${MSA_INSTALL_INCLUDEDIR}/${msa_name})

@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
+#include "io/file_contract.h"
+#include "io/sha256.h"
 #include "oracle/compare.h"
-#include "oracle/file_contract.h"
-#include "oracle/sha256.h"
 
 #ifndef MSA_VERSION
 #define MSA_VERSION "unknown"
