@@ -3,10 +3,12 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
@@ -16,6 +18,18 @@
 
 namespace msa {
 namespace {
+
+struct CostOptions {
+  std::string inputs;                       // empty: `config` (M3 defaults, changed by flags); else its file
+  Config config;
+  std::string lengths = "8K,32K,128K,1M";   // comma-separated, K = 2^10, M = 2^20, G = 2^30
+  std::string mode = "prefill";             // prefill | decode
+  std::string batch = "1";                  // independent sequences, like a length ("1K" = 1024)
+  std::string dtype = "bf16";               // fp8 | bf16 | fp16 | fp32: bytes per element
+  std::string gpu = "H200";
+  bool gpu_info = false;                    // print the GPU table with its sources, nothing else
+  std::string json;                         // empty: no JSON file
+};
 
 using Json = nlohmann::ordered_json;
 
@@ -306,8 +320,6 @@ std::string GpuInfo() {
   return text;
 }
 
-}  // namespace
-
 int CostCommand(const CostOptions& options, const CliStreams& streams) {
   if (options.gpu_info) {
     streams.out << GpuInfo();
@@ -355,6 +367,50 @@ int CostCommand(const CostOptions& options, const CliStreams& streams) {
   }
   streams.out << FormatTable(report);
   return 0;
+}
+
+}  // namespace
+
+void AddCostCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
+  const auto options = std::make_shared<CostOptions>();
+  CLI::App* command = app.add_subcommand(
+      "cost",
+      "The cost model of SPEC section 6 for any length: FLOPs, bytes, cache sizes, roofline time on a GPU "
+      "(config: M3's unless changed)");
+  command->add_option("--lengths", options->lengths, "comma-separated lengths, K = 2^10, M = 2^20, G = 2^30")
+      ->capture_default_str();
+  command->add_option("--mode", options->mode, "prefill (N tokens) | decode (one token at KV length N)")
+      ->check(CLI::IsMember({"prefill", "decode"}))
+      ->capture_default_str();
+  command->add_option("--batch", options->batch, "independent sequences")->capture_default_str();
+  command->add_option("--dtype", options->dtype, "fp8 | bf16 | fp16 | fp32: bytes of q, k, v, index tensors, out")
+      ->capture_default_str();
+  command->add_option("--gpu", options->gpu, "H100 | H200 | H800 | B200 | H200-measured")->capture_default_str();
+  command->add_flag("--gpu-info", options->gpu_info, "print the GPU rates and their sources, then exit");
+  command->add_option("--json", options->json, "also write the estimates as JSON to this file");
+  CLI::Option* cost_inputs =
+      command->add_option("--inputs", options->inputs, "take msa_config and head shapes from this inputs file");
+  const struct {
+    const char* flag;
+    int* field;
+    int min;
+    const char* what;
+  } cost_config_flags[] = {{"--q-heads", &options->config.num_q_heads, 1, "Hq"},
+                           {"--kv-heads", &options->config.num_kv_heads, 1, "Hkv = Hidx"},
+                           {"--head-dim", &options->config.head_dim, 1, "D"},
+                           {"--value-dim", &options->config.value_dim, 1, "Dv"},
+                           {"--index-head-dim", &options->config.index_head_dim, 1, "Di"},
+                           {"--block-size", &options->config.block_size, 1, "Bk"},
+                           {"--top-k", &options->config.top_k, 1, "top_k: selected blocks, local included"},
+                           {"--init-blocks", &options->config.init_blocks, 0, "init_blocks: sink blocks"}};
+  for (const auto& flag : cost_config_flags) {
+    command->add_option(flag.flag, *flag.field, flag.what)
+        ->check(CLI::Range(flag.min, INT32_MAX))
+        ->excludes(cost_inputs)
+        ->capture_default_str();
+  }
+  command->callback(
+      [options, &streams, action] { *action = [options, &streams] { return CostCommand(*options, streams); }; });
 }
 
 }  // namespace msa

@@ -1,7 +1,10 @@
 // `msa explain`: build the tiny case, run the reference, print the trace, write the image atomically.
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "io/atomic_file.h"
 #include "tools/msa/cli.h"
@@ -9,6 +12,18 @@
 #include "tools/msa/explain_image.h"
 
 namespace msa {
+
+namespace {
+
+struct ExplainOptions {
+  int keys = 12;         // k_len of the one sequence; q_len = keys (a prefill)
+  int block_size = 4, top_k = 2, init_blocks = 0;
+  int q_heads = 2, kv_heads = 1, head_dim = 4;  // D = Dv = Di = head_dim
+  std::string pooling = "max";
+  int query = -1;        // the traced query (within the sequence); -1: the last one
+  uint64_t seed = 1;
+  std::string image;     // empty: no image; else a PNG of the selection pattern (queries x blocks, per group)
+};
 
 int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
   Config config;
@@ -61,6 +76,41 @@ int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
                    "init, orange local, grey not selected, white not visible)\n";
   }
   return 0;
+}
+
+}  // namespace
+
+void AddExplainCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
+  const auto options = std::make_shared<ExplainOptions>();
+  CLI::App* command = app.add_subcommand(
+      "explain",
+      "Step-by-step trace of MSA on a tiny prefill (token scores, block scores, forced blocks, ranking, "
+      "selection, softmax, output), computed by the reference; --image draws the selection pattern");
+  const struct {
+    const char* flag;
+    int* field;
+    int min, max;
+    const char* what;
+  } explain_ints[] = {{"--keys", &options->keys, 1, 4096, "keys (and queries: a prefill) of the one sequence"},
+                      {"--block-size", &options->block_size, 1, 4096, "Bk"},
+                      {"--top-k", &options->top_k, 1, 4096, "selected blocks per (query, group), local included"},
+                      {"--init-blocks", &options->init_blocks, 0, 4096, "sink blocks"},
+                      {"--q-heads", &options->q_heads, 1, 64, "Hq"},
+                      {"--kv-heads", &options->kv_heads, 1, 64, "Hkv = Hidx"},
+                      {"--head-dim", &options->head_dim, 1, 64, "D = Dv = Di"},
+                      {"--query", &options->query, -1, 4095, "traced query within the sequence (-1: the last)"}};
+  for (const auto& option : explain_ints) {
+    command->add_option(option.flag, *option.field, option.what)
+        ->check(CLI::Range(option.min, option.max))
+        ->capture_default_str();
+  }
+  command->add_option("--pooling", options->pooling, "max | lse | mean")
+      ->check(CLI::IsMember({"max", "lse", "mean"}))
+      ->capture_default_str();
+  command->add_option("--seed", options->seed, "random seed")->capture_default_str();
+  command->add_option("--image", options->image, "write a PNG of the selection pattern (queries x blocks)");
+  command->callback(
+      [options, &streams, action] { *action = [options, &streams] { return ExplainCommand(*options, streams); }; });
 }
 
 }  // namespace msa

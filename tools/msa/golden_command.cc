@@ -4,14 +4,29 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <sstream>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "oracle/golden.h"
 #include "tools/msa/cli.h"
 
 namespace msa {
 namespace {
+
+struct GoldenGenerateOptions {
+  std::string suite = "smoke";  // smoke | full
+  std::string dir;
+  int threads = 0;
+};
+struct GoldenVerifyOptions {
+  std::string dir;
+  std::string backend = "reference";
+  std::string precision = "exact";
+  int threads = 0;
+};
 
 std::string Seconds(double seconds) {
   char text[32];
@@ -29,8 +44,6 @@ std::string Counter(int index, int count) {
   std::snprintf(text, sizeof(text), "[%d/%d]", index + 1, count);
   return text;
 }
-
-}  // namespace
 
 int GoldenGenerateCommand(const GoldenGenerateOptions& options, const CliStreams& streams) {
   std::vector<TestCase> cases;
@@ -82,6 +95,36 @@ int GoldenVerifyCommand(const GoldenVerifyOptions& options, const CliStreams& st
       << " cases passed, " << failed << " failed, backend " << backend->name << ", " << Seconds(SecondsSince(start))
       << "\n";
   return failed == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void AddGoldenCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
+  CLI::App* golden_command = app.add_subcommand("golden", "Golden suites: generate, verify");
+  golden_command->require_subcommand(1);
+  const auto generate = std::make_shared<GoldenGenerateOptions>();
+  CLI::App* generate_command =
+      golden_command->add_subcommand("generate", "Write a suite's inputs, reference outputs and MANIFEST.json");
+  generate_command->add_option("--suite", generate->suite, "smoke | full | dialects")
+      ->check(CLI::IsMember({"smoke", "full", "dialects"}))
+      ->capture_default_str();
+  generate_command->add_option("--dir", generate->dir, "directory to write (created if missing)")->required();
+  AddThreadsOption(generate_command, &generate->threads);
+  generate_command->callback([generate, &streams, action] {
+    *action = [generate, &streams] { return GoldenGenerateCommand(*generate, streams); };
+  });
+  const auto verify = std::make_shared<GoldenVerifyOptions>();
+  CLI::App* verify_command = golden_command->add_subcommand(
+      "verify", "Recompute a golden suite with a backend and compare. Exit 0 pass, 1 fail, 2 bad input");
+  verify_command->add_option("--dir", verify->dir, "a directory written by golden generate")->required();
+  verify_command->add_option("--backend", verify->backend, "backend name")->capture_default_str();
+  verify_command
+      ->add_option("--precision", verify->precision, "exact (bit-identical) | fp32 | bf16 | fp16 (the oracle rules)")
+      ->check(CLI::IsMember({"exact", "fp32", "bf16", "fp16"}))
+      ->capture_default_str();
+  AddThreadsOption(verify_command, &verify->threads);
+  verify_command->callback(
+      [verify, &streams, action] { *action = [verify, &streams] { return GoldenVerifyCommand(*verify, streams); }; });
 }
 
 }  // namespace msa

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "io/atomic_file.h"
 #include "tools/msa/cli.h"
@@ -15,6 +18,25 @@
 
 namespace msa {
 namespace {
+
+// Exit 0 when every backend reaches the reference's recall up to counted near ties, 1 when one falls short.
+struct RecallOptions {
+  std::string contexts = "4096";
+  std::string distances = "256,1024,3072";
+  std::string strengths = "1,2,4,8";
+  std::string top_ks = "8";
+  std::string block_sizes = "64";
+  std::string poolings = "max,lse,mean";
+  std::string backends;            // empty: every compiled, available backend that supports the precision
+  std::string precision = "exact";  // what the non-reference backends run; the reference always runs exact
+  int queries = 4, sequences = 4, needles = 1, distractors = 0;
+  double distractor_strength = 1.0;
+  int q_heads = 4, kv_heads = 2, head_dim = 64, init_blocks = 0;  // D = Dv = Di = head_dim
+  uint64_t seed = 1;
+  std::string out_dir;  // empty: no files
+  bool plot = false;    // PNG figures into out_dir (gnuplot)
+  int threads = 0;
+};
 
 std::vector<std::string> SplitList(const std::string& list) {
   std::vector<std::string> items;
@@ -180,8 +202,6 @@ Status WriteOutputs(const RecallOptions& options, const RecallSweep& sweep, cons
   return Status::Ok();
 }
 
-}  // namespace
-
 int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
   RecallSweep sweep;
   if (Status status = BuildSweep(options, &sweep); !status.ok()) return CliFail(streams, status.message());
@@ -246,6 +266,63 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
     for (const std::string& path : written) streams.out << "  wrote      " << path << "\n";
   }
   return RecallPassed(points) ? 0 : 1;
+}
+
+}  // namespace
+
+void AddRecallCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
+  const auto options = std::make_shared<RecallOptions>();
+  CLI::App* command = app.add_subcommand(
+      "recall",
+      "Recall of planted distant needles per backend and pooling mode (SPEC section 5). List flags take "
+      "comma-separated values. Exit 0 when every backend reaches the reference's recall up to counted "
+      "near ties, 1 when one falls short, 2 bad input");
+  const struct {
+    const char* flag;
+    std::string* list;
+    const char* what;
+  } recall_lists[] = {{"--context", &options->contexts, "context lengths (k_len)"},
+                      {"--distance", &options->distances, "needle distances d (tokens before the query)"},
+                      {"--strength", &options->strengths, "needle strengths a (index and main score, noise std units)"},
+                      {"--top-k", &options->top_ks, "selected blocks per (query, group), local included"},
+                      {"--block-size", &options->block_sizes, "block sizes Bk"},
+                      {"--pooling", &options->poolings, "pooling modes: max, lse, mean"}};
+  for (const auto& list : recall_lists) {
+    command->add_option(list.flag, *list.list, list.what)->capture_default_str();
+  }
+  command->add_option("--backends", options->backends,
+                      "backends besides the reference (default: every available one supporting --precision)");
+  command->add_option("--precision", options->precision, "exact | fp32 | bf16 | fp16, for the non-reference backends")
+      ->capture_default_str();
+  const struct {
+    const char* flag;
+    int* field;
+    int min;
+    const char* what;
+  } recall_ints[] = {{"--queries", &options->queries, 1, "queries per sequence (the last positions)"},
+                     {"--sequences", &options->sequences, 1, "independent sequences (trials)"},
+                     {"--needles", &options->needles, 1, "needles per query, at distances d, 2d, ..."},
+                     {"--distractors", &options->distractors, 0, "distractor blocks per query"},
+                     {"--q-heads", &options->q_heads, 1, "Hq"},
+                     {"--kv-heads", &options->kv_heads, 1, "Hkv = Hidx"},
+                     {"--head-dim", &options->head_dim, 1, "D = Dv = Di"},
+                     {"--init-blocks", &options->init_blocks, 0, "sink blocks"}};
+  for (const auto& option : recall_ints) {
+    command->add_option(option.flag, *option.field, option.what)
+        ->check(CLI::Range(option.min, 1 << 20))
+        ->capture_default_str();
+  }
+  command
+      ->add_option("--distractor-strength", options->distractor_strength,
+                   "index score shift of every distractor key (noise std units)")
+      ->check(CLI::Range(-1000.0, 1000.0))
+      ->capture_default_str();
+  command->add_option("--seed", options->seed, "random seed")->capture_default_str();
+  command->add_option("--out-dir", options->out_dir, "write recall.csv and recall.json (and figures) here");
+  command->add_flag("--plot", options->plot, "also draw PNG figures into --out-dir (needs gnuplot)");
+  AddThreadsOption(command, &options->threads);
+  command->callback(
+      [options, &streams, action] { *action = [options, &streams] { return RecallCommand(*options, streams); }; });
 }
 
 }  // namespace msa

@@ -6,9 +6,12 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "io/file_contract.h"
 #include "io/sha256.h"
@@ -18,6 +21,17 @@
 
 namespace msa {
 namespace {
+
+struct RunOptions {
+  std::string inputs;     // empty: the embedded default job
+  std::string out;        // empty: no outputs file
+  std::string backend;    // empty: the fastest available backend that supports the precision (FastestBackend)
+  std::string precision;  // exact | fp32 | bf16 | fp16; empty: the inputs' msa_config.precision (default exact)
+  std::string index_format;  // native | e4m3; empty: the inputs' msa_config.index_format (default native)
+  std::string score_format;  // native | fp16; empty: the inputs' msa_config.score_format (default native)
+  int threads = 0;        // 0: OpenMP's default
+  int mass_recall_queries = 256;
+};
 
 class Stopwatch {
  public:
@@ -97,8 +111,6 @@ Status ChooseBackend(const Backend* named, const Config& config, bool precision_
   }
   return Unsupported(precision + ": no available backend supports it (" + reasons + ")");
 }
-
-}  // namespace
 
 int RunCommand(const RunOptions& options, const CliStreams& streams) {
   std::ostream& out = streams.out;
@@ -202,6 +214,33 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   out << "             inputs  " << inputs_sha256 << "\n";
   if (!options.out.empty()) out << "  wrote      " << options.out << "\n";
   return 0;
+}
+
+}  // namespace
+
+void AddRunCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
+  const auto options = std::make_shared<RunOptions>();
+  CLI::App* command = app.add_subcommand(
+      "run", "Compute every output of SPEC section 7; with no --inputs, run the embedded default job");
+  command->add_option("--inputs", options->inputs, "inputs file (safetensors, file contract v1)");
+  command->add_option("--out", options->out, "outputs file to write (safetensors)");
+  command->add_option("--backend", options->backend,
+                      "backend name (default: the fastest available one that supports the precision)");
+  command->add_option("--precision", options->precision,
+                      "exact | fp32 | bf16 | fp16 (default: the inputs' msa_config.precision, else exact)");
+  command->add_option("--index-format", options->index_format,
+                      "native | e4m3: index_q, index_k rounded to fp8 E4M3 first (default: the inputs' "
+                      "msa_config.index_format, else native)");
+  command->add_option("--score-format", options->score_format,
+                      "native | fp16: rank binary16-rounded block maxima, max pooling only (the official "
+                      "use_fp16_score; default: the inputs' msa_config.score_format, else native)");
+  AddThreadsOption(command, &options->threads);
+  command
+      ->add_option("--mass-recall-queries", options->mass_recall_queries, "queries sampled for attention-mass recall")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  command->callback(
+      [options, &streams, action] { *action = [options, &streams] { return RunCommand(*options, streams); }; });
 }
 
 }  // namespace msa
