@@ -1,6 +1,5 @@
 // The one canonical list of test cases (DESIGN.md, like ggml's test-backend-ops): each is data with a
-// printable name. It drives the reproducibility hashes now, and conformance, goldens, fuzz seeds and
-// benchmarks as they arrive.
+// printable name. It drives the reproducibility hashes, the conformance tests and the golden suites.
 #ifndef MSA_ORACLE_CASES_H_
 #define MSA_ORACLE_CASES_H_
 
@@ -30,7 +29,7 @@ ProblemSpec MakeSpec(int hq, int hkv, int dim, int block_size, int top_k, int in
 // part only when it is not 1.
 std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
-// Small cases (each well under a second on the reference): prefill at the boundary lengths, chunked
+// Small cases (cheap enough on the reference for every test run): prefill at the boundary lengths, chunked
 // prefill, decode with q_len 1..16, ragged batches, ties, large logits, init blocks, every pooling mode,
 // every input dtype, an M3-shaped decode, the fp8 index mode (index_format e4m3) at M3 dims, several forced
 // local blocks (local_blocks 2, 3) and fp16 block scores (score_format fp16).

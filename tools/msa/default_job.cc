@@ -28,7 +28,7 @@ void AlignKey(SafetensorsTensor& keys, int64_t position, int64_t head, const Saf
 
 DefaultJob MakeDefaultJob() {
   ProblemSpec spec;
-  spec.config.num_q_heads = 8;   // M3: 64 (reduced so the FP64 reference is quick on 2 cores)
+  spec.config.num_q_heads = 8;   // M3: 64 (reduced so that the FP64 reference stays quick)
   spec.config.num_kv_heads = 2;  // M3: 4; G = 4 (M3: 16)
   spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 128;
   spec.config.block_size = 128;
