@@ -30,7 +30,7 @@ build: deps
 
 # The main job on its embedded default (an M3-like layer with a planted needle); prints a short report.
 run: build
-	$(BUILD)/oracle/msa run
+	$(BUILD)/tools/msa/msa run
 
 # Every CPU test. The reproducibility hashes are also checked from a clang++ build (SPEC section 4), and
 # the unit tests once under ASan + UBSan (sanitize); the full suite's summary comes last.

@@ -24,8 +24,8 @@
 #include "msa/msa.h"
 #include "oracle/cases.h"
 #include "oracle/problem.h"
-#include "oracle/recall.h"
 #include "reference/reference.h"
+#include "tools/msa/recall.h"
 
 namespace msa::bench {
 namespace {

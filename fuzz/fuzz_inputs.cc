@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "oracle/file_contract.h"
+#include "io/file_contract.h"
 #include "oracle/problem.h"
 #include "oracle/selection_contract.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "fuzz/fuzz_util.h"
-#include "oracle/safetensors.h"
+#include "io/safetensors.h"
 
 namespace msa::fuzz {
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "oracle/file_contract.h"
+#include "io/file_contract.h"
 #include "oracle/problem.h"
 
 namespace msa {

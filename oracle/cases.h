@@ -18,11 +18,11 @@ namespace msa {
 // What a case is used for: a bit set (a case may carry several).
 enum CaseTag : uint32_t {
   kTagCanonical = 1u << 0,     // small cases: reproducibility hashes, conformance, smoke goldens, every simd target
-  kTagLarge = 1u << 1,         // seconds on the reference: the full golden suite adds them
+  kTagLarge = 1u << 1,         // M3 dims at longer lengths: the full golden suite adds them
   kTagDialects = 1u << 2,      // the dialect emulations of known implementations (suite "dialects", SPEC section 9)
   kTagForcedAndFp16 = 1u << 3, // overlapping forced blocks and fp16 block-score ties at small dims (simd tests)
   kTagLongRows = 1u << 4,      // rows of more than 512 selected keys at small dims (simd fp32 path)
-  kTagM3Size = 1u << 5,        // M3-shaped problems for the fast backends (seconds on simd, too slow for ASan)
+  kTagM3Size = 1u << 5,        // M3-shaped problems for the fast backends (left out of the sanitizer run)
   kTagThreadSplit = 1u << 6,   // few rows over long keys: work split over threads (determinism tests)
   kTagBench = 1u << 7,         // the CPU benchmark's layer (bench/cpu_bench.cc)
 };
@@ -73,7 +73,7 @@ std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
 // CasesTagged(kTagCanonical): prefill at the boundary lengths, chunked prefill, decode with q_len 1..16, ragged
 // batches, ties, large logits, init blocks, every pooling mode, every input dtype, an M3-shaped decode, the fp8
-// index mode at M3 dims, several forced local blocks and fp16 block scores; each well under a second.
+// index mode at M3 dims, several forced local blocks and fp16 block scores; cheap enough on the reference for every test run.
 std::vector<TestCase> CanonicalCases();
 // CasesTagged(kTagLarge): M3 dims at prefill lengths 1024-4096, full-M3-head decode over 16K keys, lse and mean
 // pooling, large logits and ties at M3 dims, a ragged batch of nine sequences and a long chunked prefill.

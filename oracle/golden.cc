@@ -1,7 +1,5 @@
 #include "oracle/golden.h"
 
-#include <unistd.h>
-
 #include <cctype>
 #include <cerrno>
 #include <chrono>
@@ -15,9 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+#include "io/file_contract.h"
+#include "io/sha256.h"
 #include "oracle/compare.h"
-#include "oracle/file_contract.h"
-#include "oracle/sha256.h"
 
 #ifndef MSA_VERSION
 #define MSA_VERSION "unknown"
@@ -36,22 +35,6 @@ std::string Format(const char* format, double value) {
   char text[64];
   std::snprintf(text, sizeof(text), format, value);
   return text;
-}
-
-// Writes `text` to path + ".tmp.<pid>" and renames it into place; on failure nothing new is left at `path`.
-Status WriteTextAtomically(const std::string& path, const std::string& text) {
-  const std::string temp_path = path + ".tmp." + std::to_string(getpid());
-  std::FILE* file = std::fopen(temp_path.c_str(), "wb");
-  if (file == nullptr) return IoError(path + ": cannot create " + temp_path + ": " + std::strerror(errno));
-  const bool written = std::fwrite(text.data(), 1, text.size(), file) == text.size() && std::fflush(file) == 0 &&
-                       fsync(fileno(file)) == 0;
-  int error = errno;  // the first failure's
-  const bool closed = std::fclose(file) == 0;
-  if (written && !closed) error = errno;
-  if (written && closed && std::rename(temp_path.c_str(), path.c_str()) == 0) return Status::Ok();
-  if (written && closed) error = errno;
-  std::remove(temp_path.c_str());
-  return IoError(path + ": cannot write it through " + temp_path + ": " + std::strerror(error));
 }
 
 // ---- generate -------------------------------------------------------------------------------------------
@@ -418,7 +401,7 @@ Status GenerateGolden(const std::string& dir, std::string_view suite, const std:
   manifest["suite"] = std::string(suite);
   manifest["backend"] = "reference";
   manifest["cases"] = std::move(entries);
-  return WriteTextAtomically(manifest_path.string(), manifest.dump(2) + "\n");
+  return WriteFileAtomically(manifest_path.string(), manifest.dump(2) + "\n");
 }
 
 int GoldenVerifyResult::failed() const {

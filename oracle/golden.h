@@ -1,4 +1,4 @@
-// Golden suites (issue 3, item 4): a directory holding, per case, the inputs and the reference outputs as
+// Golden suites: a directory holding, per case, the inputs and the reference outputs as
 // safetensors files (SPEC section 7), and a MANIFEST.json with every case's config, lengths, dtype, seed and
 // the SHA-256 of every file. Other implementations read the files; `msa golden verify` recomputes them.
 //
@@ -21,9 +21,8 @@ inline constexpr const char* kGoldenManifest = "MANIFEST.json";
 inline constexpr const char* kGoldenInputs = "inputs.safetensors";
 inline constexpr const char* kGoldenOutputs = "outputs.safetensors";
 
-// The cases of a suite: "smoke" = CanonicalCases() (seconds), "full" = smoke + LargeCases() (about a minute
-// on 2 cores), "dialects" = DialectCases() (the cases the dialect emulations are judged on). False for any
-// other name.
+// The cases of a suite: "smoke" = CanonicalCases() (small), "full" = smoke + LargeCases() (M3-sized as well),
+// "dialects" = DialectCases() (the cases the dialect emulations are judged on). False for any other name.
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases);
 
 // Called after each case with its position (0-based), the case count, its name and the seconds it took.

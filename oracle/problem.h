@@ -1,5 +1,5 @@
-// An owned MSA problem (config + input tensors + batch) and its owned outputs: what `msa run`, the
-// tests and the goldens pass around. Tensors are SafetensorsTensor so files map onto them one to one.
+// Random problems from a spec (the project's own generator, so the goldens made from them are the same on every
+// compiler) and a backend run on an owned problem (io/problem.h: Problem, Outputs).
 #ifndef MSA_ORACLE_PROBLEM_H_
 #define MSA_ORACLE_PROBLEM_H_
 
@@ -7,39 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "io/problem.h"
 #include "msa/msa.h"
-#include "oracle/safetensors.h"
 
 namespace msa {
-
-struct Problem {
-  Config config;
-  std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // [B+1] each
-  SafetensorsTensor q, k, v;                         // [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv]
-  SafetensorsTensor index_q, index_k;                // [total_q, Hidx, Di], [total_k, 1, Di]
-
-  Batch batch() const { return {cu_seqlens_q, cu_seqlens_k}; }
-  IndexInputs index_inputs() const;
-  AttentionInputs attention_inputs() const;
-};
-
-// Outputs of SPEC section 7, always FP64 (int32 for the selection).
-struct Outputs {
-  std::vector<int32_t> topk_indices;  // [Hidx, total_q, top_k]
-  std::vector<double> block_scores;   // [Hidx, total_q, max_blocks]
-  std::vector<double> index_lse;      // [Hidx, total_q]
-  std::vector<double> out;            // [total_q, Hq, Dv]
-  std::vector<double> lse;            // [total_q, Hq]
-
-  // Sizes every vector for `problem` and fills it with poison (NaN, or INT32_MIN for the selection),
-  // so an output the backend forgot to write can never pass as a value.
-  void Allocate(const Problem& problem);
-  SelectionOutputs selection_outputs() { return {topk_indices.data(), block_scores.data(), index_lse.data()}; }
-  AttentionOutputs attention_outputs() { return {out.data(), lse.data()}; }
-};
-
-// A [rows, heads, dim] view of a rank-3 tensor (precondition: shape has 3 entries).
-TensorView ViewOf(const SafetensorsTensor& tensor);
 
 // What to generate: a config, (q_len, k_len) per sequence, the input dtype and a seed.
 struct ProblemSpec {
@@ -55,12 +26,6 @@ struct ProblemSpec {
 // rounded to spec.dtype.
 // Each tensor draws from its own stream, so changing one tensor's size leaves the others unchanged.
 Problem GenerateProblem(const ProblemSpec& spec);
-
-// Overwrites element (row, head, d) of a rank-3 tensor, rounding to its dtype.
-void SetElement(SafetensorsTensor& tensor, int64_t row, int64_t head, int64_t d, double value);
-
-// Every input rule (config, batch, q, k, v, index_q, index_k, in that order), before anything is allocated.
-Status ValidateProblem(const Problem& problem);
 
 // Runs Select then Attend of `backend` on `problem` into freshly allocated `outputs`.
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,

@@ -240,7 +240,7 @@ Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uin
   // Small-integer index inputs and index_scale = 1/4 make every token score exact in every precision, so
   // adding index_q[t, r, 0] * shift to a row's scores (through index_k[:, 0] += shift) is an exact shift.
   // Max pooling only: an lse-pooled block score m + log(l) rounds differently once shifted, so two blocks can
-  // tie after the shift that did not tie before (seen about once in 20 property runs).
+  // tie after the shift that did not tie before.
   // fp16 scores are not shift invariant (a shift moves values across binary16 rounding points): native ones.
   ProblemSpec exact_scores = spec;
   exact_scores.config.index_scale = 0.25;

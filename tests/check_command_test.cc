@@ -9,9 +9,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "oracle/cli.h"
-#include "oracle/file_contract.h"
+#include "io/file_contract.h"
 #include "oracle/naive_lowp.h"
+#include "tools/msa/cli.h"
 
 namespace msa {
 namespace {

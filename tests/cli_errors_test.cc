@@ -23,11 +23,11 @@
 
 #include <gtest/gtest.h>
 
-#include "oracle/cli.h"
-#include "tests/run_cli.h"
-#include "oracle/file_contract.h"
+#include "io/file_contract.h"
+#include "io/safetensors.h"
 #include "oracle/problem.h"
-#include "oracle/safetensors.h"
+#include "tests/run_cli.h"
+#include "tools/msa/cli.h"
 
 namespace msa {
 namespace {

@@ -1,4 +1,4 @@
-// The cost model of SPEC section 6 (oracle/cost_model.h) and `msa cost`. Expected values come from other
+// The cost model of SPEC section 6 (tools/msa/cost_model.h) and `msa cost`. Expected values come from other
 // routes: brute-force enumeration of the selected keys, SPEC section 6's closed form worked by hand, byte
 // counts of small cases added up tensor by tensor, and an enumeration in Python for the exact crossover.
 #include <algorithm>
@@ -14,12 +14,12 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "oracle/cli.h"
-#include "tests/run_cli.h"
-#include "oracle/cost_model.h"
-#include "oracle/file_contract.h"
+#include "io/file_contract.h"
+#include "io/safetensors.h"
 #include "oracle/problem.h"
-#include "oracle/safetensors.h"
+#include "tests/run_cli.h"
+#include "tools/msa/cli.h"
+#include "tools/msa/cost_model.h"
 
 namespace msa {
 namespace {

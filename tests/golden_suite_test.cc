@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "oracle/cli.h"
-#include "tests/run_cli.h"
+#include "io/sha256.h"
 #include "oracle/golden.h"
-#include "oracle/sha256.h"
+#include "tests/run_cli.h"
+#include "tools/msa/cli.h"
 
 namespace msa {
 namespace {

@@ -16,7 +16,7 @@ Checks (per case):
 A negative self-check perturbs the C++ outputs (out by 1e-9 relative, one topk entry) and requires
 the comparison to fail on both.
 
-Usage: python3 tests/independent_model_test.py --msa build/oracle/msa --workdir /tmp/msa-indep
+Usage: python3 tests/independent_model_test.py --msa build/tools/msa/msa --workdir /tmp/msa-indep
 Last line printed: "N passed, M failed"; exit code 0 only when M == 0.
 """
 import argparse

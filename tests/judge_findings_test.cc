@@ -17,9 +17,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "io/file_contract.h"
 #include "msa/forced_blocks.h"
 #include "oracle/cases.h"
-#include "oracle/file_contract.h"
 #include "reference/reference.h"
 #include "tests/run_cli.h"
 

@@ -1,4 +1,4 @@
-// The recall study (oracle/recall_study.h, oracle/recall_sweep.h, `msa recall`).
+// The recall study (tools/msa/recall_study.h, tools/msa/recall_sweep.h, `msa recall`).
 //
 // Expected values come from independent routes: the max-pooling theorem (a needle whose token score beats
 // the take-th best max of the other rankable blocks is selected) checked with the test's own dot products;
@@ -17,13 +17,13 @@
 #include <nlohmann/json.hpp>
 #include <rapidcheck.h>
 
-#include "oracle/cli.h"
-#include "tests/run_cli.h"
-#include "oracle/recall_plot.h"
-#include "oracle/recall_report.h"
-#include "oracle/recall_study.h"
-#include "oracle/recall_sweep.h"
 #include "reference/reference.h"
+#include "tests/run_cli.h"
+#include "tools/msa/cli.h"
+#include "tools/msa/recall_plot.h"
+#include "tools/msa/recall_report.h"
+#include "tools/msa/recall_study.h"
+#include "tools/msa/recall_sweep.h"
 
 namespace msa {
 

@@ -10,8 +10,8 @@
 
 #include <gtest/gtest.h>
 
+#include "io/file_contract.h"
 #include "oracle/cases.h"
-#include "oracle/file_contract.h"
 
 namespace msa {
 namespace {

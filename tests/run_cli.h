@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "oracle/cli.h"
+#include "tools/msa/cli.h"
 
 namespace msa {
 

@@ -1,6 +1,6 @@
 // Safetensors reader and writer: round trips, a byte-for-byte check against a file spelled out by hand from
 // the format definition, and one test per hostile input (each through both the memory and the file reader).
-#include "oracle/safetensors.h"
+#include "io/safetensors.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>

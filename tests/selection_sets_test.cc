@@ -12,10 +12,10 @@
 #include "oracle/cases.h"
 #include "oracle/compare.h"
 #include "oracle/naive_lowp.h"
-#include "oracle/recall_sweep.h"
 #include "oracle/selection_contract.h"
 #include "reference/reference.h"
 #include "tests/run_cli.h"
+#include "tools/msa/recall_sweep.h"
 
 namespace msa {
 namespace {

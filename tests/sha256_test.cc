@@ -1,5 +1,5 @@
 // SHA-256 against the published FIPS 180-2 / NIST CSRC example digests (an independent route).
-#include "oracle/sha256.h"
+#include "io/sha256.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -19,7 +19,7 @@ Cases: `msa golden generate --suite dialects` (7 cases) plus this file's EXTRA_C
 numpy's RNG; their reference outputs come from `msa run --backend reference`).
 
 Usage (an outside user needs only the msa binary and numpy):
-    python3 tests/dialects/dialect_check.py --msa build/oracle/msa --workdir /tmp/msa-dialects
+    python3 tests/dialects/dialect_check.py --msa build/tools/msa/msa --workdir /tmp/msa-dialects
     ... --part emulation        only step 1 (no judge verdicts)
     ... --part dialects         steps 1 and 2
     ... --part mutations        step 3 (with step 1 for the dialects it plants in)

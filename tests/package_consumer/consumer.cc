@@ -1,14 +1,22 @@
-// Uses msa-oracle through its installed CMake package (msa::msa): generate a small problem, run the FP64
-// reference on it and judge the reference against itself with the oracle's comparators.
+// Uses msa-oracle through its installed CMake package (msa::oracle and msa::io, or msa::msa alone): generate a
+// small problem, write it as an inputs file and read it back (the file contract), run the FP64 reference on it and
+// judge the reference against itself with the oracle's comparators. argv[1]: a directory to write into.
 #include <cstdio>
+#include <string>
 
+#include "io/file_contract.h"
+#include "io/sha256.h"
 #include "msa/msa.h"
 #include "oracle/problem.h"
 #ifdef MSA_CONSUMER_JUDGE
 #include "oracle/compare.h"
 #endif
 
-int main() {
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: consumer DIR\n");
+    return 2;
+  }
   msa::ProblemSpec spec;
   spec.config.num_q_heads = 4;
   spec.config.num_kv_heads = 2;
@@ -17,7 +25,24 @@ int main() {
   spec.config.top_k = 3;
   spec.lengths = {{5, 40}, {1, 17}};  // (q_len, k_len) per sequence
   spec.seed = 7;
-  const msa::Problem problem = msa::GenerateProblem(spec);
+  const msa::Problem generated = msa::GenerateProblem(spec);
+
+  const std::string path = std::string(argv[1]) + "/inputs.safetensors";
+  if (const msa::Status status = msa::WriteSafetensors(path, msa::ProblemToSafetensors(generated)); !status.ok()) {
+    std::fprintf(stderr, "consumer: WriteSafetensors: %s\n", status.message().c_str());
+    return 1;
+  }
+  msa::Problem problem;
+  std::string inputs_sha256;
+  if (const msa::Status status = msa::LoadProblem(path, &problem, &inputs_sha256); !status.ok()) {
+    std::fprintf(stderr, "consumer: LoadProblem: %s\n", status.message().c_str());
+    return 1;
+  }
+  std::string file_sha256;
+  if (const msa::Status status = msa::Sha256OfFile(path, &file_sha256); !status.ok() || file_sha256 != inputs_sha256) {
+    std::fprintf(stderr, "consumer: the inputs file does not hash to what LoadProblem reported\n");
+    return 1;
+  }
 
   const msa::Backend* reference = msa::FindBackend("reference");
   if (reference == nullptr) {

@@ -1,5 +1,5 @@
 # CTest driver (cmake -P): installs the msa-oracle build into a scratch prefix, builds the consumer project
-# against it with find_package(msa) and runs it. Variables (-D): MSA_BUILD_DIR, WORK_DIR, CONSUMER_DIR,
+# against it with find_package(msa) and runs its programs. Variables (-D): MSA_BUILD_DIR, WORK_DIR, CONSUMER_DIR,
 # CXX_COMPILER, CXX_LAUNCHER (may be empty), BUILD_TYPE, GENERATOR, MAKE_PROGRAM, JUDGE (ON/OFF).
 cmake_minimum_required(VERSION 3.25)
 
@@ -38,8 +38,15 @@ if(CXX_LAUNCHER)
 endif()
 run_step("configure" ${configure})
 run_step("build" ${CMAKE_COMMAND} --build ${build} -j 2 --config ${BUILD_TYPE})
-run_step("run" ${build}/consumer)
-message("${step_output}")
-if(NOT step_output MATCHES "consumer ok")
-  message(FATAL_ERROR "package_consumer: the consumer did not print 'consumer ok'")
+foreach(program consumer consumer_msa)
+  file(MAKE_DIRECTORY ${WORK_DIR}/${program}-files)
+  run_step("run ${program}" ${build}/${program} ${WORK_DIR}/${program}-files)
+  message("${program}: ${step_output}")
+  if(NOT step_output MATCHES "consumer ok")
+    message(FATAL_ERROR "package_consumer: ${program} did not print 'consumer ok'")
+  endif()
+endforeach()
+# Only what a consumer links is installed: the tool's studies are not part of the package.
+if(EXISTS ${prefix}/include/msa-oracle/tools)
+  message(FATAL_ERROR "package_consumer: the tool's headers (tools/msa/) were installed")
 endif()

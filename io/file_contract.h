@@ -1,0 +1,34 @@
+// File contract v1 (SPEC section 7): inputs and outputs as safetensors files.
+#ifndef MSA_IO_FILE_CONTRACT_H_
+#define MSA_IO_FILE_CONTRACT_H_
+
+#include <string>
+
+#include "io/problem.h"
+#include "io/safetensors.h"
+
+namespace msa {
+
+// Builds a problem from an inputs file's tensors and its __metadata__["msa_config"]; head counts and dims
+// come from the shapes. Checks names, ranks, dtypes and the config keys; `origin` prefixes messages.
+// Does not run ValidateIndexInputs / ValidateAttentionInputs (RunBackend does).
+Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& origin, Problem* problem);
+
+// Reads, parses and validates (ValidateProblem) an inputs file; inputs_sha256 receives the SHA-256 of the
+// file's bytes.
+Status LoadProblem(const std::string& path, Problem* problem, std::string* inputs_sha256);
+
+// The inverse of ProblemFromSafetensors: q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k + msa_config.
+SafetensorsFile ProblemToSafetensors(const Problem& problem);
+
+// SHA-256 over the outputs' bytes in the fixed order topk_indices, block_scores, index_lse, out, lse.
+std::string OutputsSha256(const Outputs& outputs);
+
+// The outputs file: the five tensors, and __metadata__ with msa_config (scales resolved), backend,
+// version, inputs_sha256 and outputs_sha256.
+SafetensorsFile OutputsToSafetensors(const Problem& problem, const Outputs& outputs, std::string_view backend,
+                                     const std::string& inputs_sha256);
+
+}  // namespace msa
+
+#endif  // MSA_IO_FILE_CONTRACT_H_
