@@ -1,9 +1,9 @@
-"""Side-by-side GPU benchmark (issue 6), one device run: the ceilings, the peers and our kernels on M3 shapes.
+"""Side-by-side GPU benchmark, one device run: the ceilings, the peers and our kernels on M3 shapes.
 
 Ceilings, measured in the same run: bf16 GEMM (torch.matmul, 8192^3), fp8 e4m3 GEMM (torch._scaled_mm, 8192^3,
 unit scales, bf16 output; null where torch lacks it) and device-to-device copy (2 GiB, bytes read + written). Peers: torch SDPA dense causal GQA, and FlexAttention with a per-token block selection
 (local block + 15 random earlier blocks per (query, group), as /shared/anchors/h200_peers.py sets it up).
-Ours: gpu/gpu_bench (built from gpu/gpu_bench.cu), which times the index branch (block maxima), the top-k
+Ours: bench/gpu_bench (built from bench/gpu_bench.cu, the backend's pipeline), which times the index branch (block maxima), the top-k
 and the main branch (KV-outer; also timed as a replayed CUDA graph, and the Q-outer kernel as a second row at
 the --qouter lengths and the small decode shapes) of the gpu backend's bf16 mode separately on
 device-resident random inputs, and checks its outputs (every selection row valid, no NaN left after
@@ -14,7 +14,7 @@ implies). At the --fp8 prefill lengths and --fp8-decode lengths (batch 1) the in
 inputs (index=fp8: BlockMaxScoresFp8, checked against BlockMaxScores on the same values) and reported against the fp8
 GEMM ceiling. Every time is the median of CUDA-event timed repetitions after a warm-up; inputs are random, never zeros.
 
-Usage: python3 bench/gpu_bench.py --bin BUILD/gpu/gpu_bench --out DIR [--prefill 32768,131072,1048576]
+Usage: python3 bench/gpu_bench.py --bin BUILD/bench/gpu_bench --out DIR [--prefill 32768,131072,1048576]
          [--decode 4096,...] [--decode-batched 128x1x4096,...] [--qouter 32768,131072] [--flex 32768,131072]
          [--sdpa 32768,131072,1048576] [--fp8 32768,131072] [--fp8-decode 1048576] [--commit ID]
          [--deadline SECONDS]
@@ -192,7 +192,7 @@ def main():
         row = {"kv": kv, "batch": batch, "q_len": q_len,
                "ours": ours(args.bin, "decode", kv, 20, f"batch={batch}", f"q_len={q_len}")}
         if batch * q_len * HKV <= 512:
-            row["ours_qouter"] = ours(args.bin, "decode", kv, 20, f"batch={batch}", f"q_len={q_len}", "main=q-outer")
+            row["ours_qouter"] = ours(args.bin, "decode", kv, 20, f"batch={batch}", f"q_len={q_len}", "attend=q-outer")
         try:
             row["sdpa_ms"] = sdpa_decode(kv, batch, q_len)
         except Exception as e:  # noqa: BLE001
@@ -222,9 +222,9 @@ def main():
                 row["ours_fp8"] = ours(args.bin, "prefill", n, 3 if n > 262144 else 5, "index=fp8")
                 log("ours fp8 index", n, row["ours_fp8"])
             if n in ints(args.qouter):
-                row["ours_qouter"] = ours(args.bin, "prefill", n, 3, "main=q-outer")
+                row["ours_qouter"] = ours(args.bin, "prefill", n, 3, "attend=q-outer")
                 log("ours q-outer", n, row["ours_qouter"])
-                row["ours_kvouter_mma"] = ours(args.bin, "prefill", n, 3, "main=kv-outer", "index=mma", "topk=warp")
+                row["ours_kvouter_mma"] = ours(args.bin, "prefill", n, 3, "attend=kv-outer", "index=mma", "topk=warp")
                 log("ours kv-outer mma.sync", n, row["ours_kvouter_mma"])
         if n in ints(args.sdpa) and not fits("sdpa", n):
             row["sdpa_error"] = "skipped: would not fit the deadline"

@@ -31,7 +31,7 @@ install(TARGETS msa_package msa_oracle msa_io msa_registry msa_simd msa_referenc
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${MSA_INSTALL_INCLUDEDIR})
 if(MSA_HAVE_CUDA)  # the CUDA backend (gpu/), linked into msa_registry; consumers find CUDAToolkit (msaConfig)
-  install(TARGETS msa_gpu EXPORT msaTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(TARGETS msa_gpu msa_gpu_plan EXPORT msaTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(FILES ${PROJECT_SOURCE_DIR}/gpu/gpu_backend.h DESTINATION ${MSA_INSTALL_INCLUDEDIR}/gpu)
 endif()
 install(EXPORT msaTargets NAMESPACE msa:: DESTINATION ${MSA_INSTALL_CMAKEDIR})

@@ -1,14 +1,9 @@
-// The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here).
-// Every launcher enqueues on the default stream (KvOuterAttend, BlockMaxScores, BlockMaxScoresWgmma, RankTopK,
-// RankTopKThreshold, RoundScoresToBinary16: on their `stream`, allocating nothing and never waiting on the host, so
-// that a decode step can be captured in a CUDA graph) and returns cudaGetLastError() after its launches.
-//
-// Shapes (device arrays are packed and widened or converted by WidenToDouble / RoundToLowp first):
-//   index_q [total_q, Hidx, Di]   index_k [total_k, Di]   q [total_q, Hq, D]   k, v [total_k, Hkv, D|Dv]
-//   topk [Hidx, total_q, top_k] (int32, -1 padded)         position / key_begin [total_q] (int64)
-// A "chunk" is a run of queries [t0, t0 + nq) of ONE sequence; its rows are (t - t0) * Hidx + r, and the
-// query of row `row` sits at key position pos0 + row / Hidx. A "batched chunk" (ChunkGeometry::sequences set:
-// decode batches, IsDecodeBatch) is several sequences' chunks in one launch, each CTA inside one sequence.
+// The CUDA kernels of the gpu backend, as plain launchers over device pointers (no std types cross here), by stage:
+// conversions and fills (gpu/common/), the index branch (gpu/index/), the top-k (gpu/topk/), the main branch
+// (gpu/attend/), exact mode (gpu/exact/). The launchers that take a `stream` enqueue on it, allocate nothing and never
+// wait on the host, so that a decode step can be captured in a CUDA graph; the others enqueue on the default stream.
+// Each returns cudaGetLastError() after its launches. The geometry structs are in gpu/common/geometry.h, whether a
+// kernel takes a shape in gpu/common/kernel_fits.h (a launcher refuses what its predicate refuses).
 #ifndef MSA_GPU_KERNELS_H_
 #define MSA_GPU_KERNELS_H_
 
@@ -16,52 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu/common/geometry.h"
+#include "gpu/common/kernel_fits.h"
+
 namespace msa::gpu {
-
-// Input dtype codes, as msa::DType orders its floating types.
-enum InputType : int { kInF64 = 0, kInF32 = 1, kInBF16 = 2, kInF16 = 3 };
-// Low-precision storage formats.
-enum LowpType : int { kLowpBF16 = 0, kLowpF16 = 1 };
-// Block pooling codes, as msa::Pooling.
-enum PoolCode : int { kPoolMax = 0, kPoolLse = 1, kPoolMean = 2 };
-// Block score formats, as msa::ScoreFormat (kScoresFp16: max pooling only, SPEC section 2).
-enum ScoreCode : int { kScoresNative = 0, kScoresFp16 = 1 };
-
-// One sequence's chunk inside a batched chunk (the per-sequence fields of ChunkGeometry).
-struct SequenceChunk {
-  int64_t t0 = 0, nq = 0, pos0 = 0, key_begin = 0, k_len = 0;
-};
-
-struct ChunkGeometry {
-  int64_t t0 = 0;         // first global query row of the chunk
-  int64_t nq = 0;         // queries in the chunk
-  int64_t pos0 = 0;       // key position of the chunk's first query
-  int64_t key_begin = 0;  // first key row of the sequence
-  int64_t k_len = 0;      // keys of the sequence
-  int64_t total_q = 0;
-  int hidx = 0, di = 0, bk = 0, top_k = 0, init_blocks = 0;
-  int local_blocks = 1;    // the forced trailing blocks of a row (Config::local_blocks; gpu/rank_row.cuh)
-  int64_t max_blocks = 0;  // row stride of the chunk's block-score buffer
-  // A batched chunk (taken by BlockMaxScores, BlockMaxScoresWgmma, RankTopK and RankTopKThreshold only):
-  // `sequences` (device memory, [num_sequences], ascending t0, each nq >= 1) holds the sequences' own chunks, and
-  // the fields above bound them: t0 = sequences[0].t0, whose rows start the block-score buffer (sequence s's rows
-  // are (t - t0) * Hidx + r too, so the buffer holds the batch's queries in order), nq = the most queries of one
-  // sequence, pos0 = (the latest position of any query) - nq + 1 (>= 0), so that (pos0 + nq - 1) / bk + 1 is the
-  // most blocks of any row; key_begin and k_len are unused. The buffer has at most num_sequences * nq * Hidx rows.
-  // Each CTA takes its sequence from a grid dimension (at most 65535 sequences) and then runs the one-chunk code
-  // on that sequence's chunk: the same bits as launching per sequence. nullptr: a plain chunk.
-  const SequenceChunk* sequences = nullptr;
-  int64_t num_sequences = 1;
-};
-
-// Whether SelectImpl (gpu_backend.cc) may rank a batch's index branch as one batched chunk: a decode batch, where
-// every sequence has at most kDecodeBatchMaxQueries queries (decode and multi-token decode), with at most 65535
-// sequences holding queries (the grid dimension of a batched chunk).
-inline constexpr int64_t kDecodeBatchMaxQueries = 16;
-inline bool IsDecodeBatch(int64_t longest_q_len, int64_t sequences_with_queries) {
-  return longest_q_len >= 1 && longest_q_len <= kDecodeBatchMaxQueries && sequences_with_queries >= 1 &&
-         sequences_with_queries <= 65535;
-}
 
 // Exact widening of n packed elements of `type` to double.
 cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst);
@@ -76,17 +29,10 @@ cudaError_t RoundToE4M3(const void* src, int type, int64_t n, uint8_t* dst);
 // Exact widening of n e4m3 bytes to bf16 or fp16 (every e4m3 number is both a bf16 and an fp16; NaN stays NaN).
 cudaError_t E4M3ToLowp(const uint8_t* src, int64_t n, int lowp, uint16_t* dst);
 // dst[i] = value for i < n.
-cudaError_t FillDouble(double* dst, int64_t n, double value);
-cudaError_t FillFloat(float* dst, int64_t n, float value);
+cudaError_t FillDouble(double* dst, int64_t n, double value, cudaStream_t stream = nullptr);
+cudaError_t FillFloat(float* dst, int64_t n, float value, cudaStream_t stream = nullptr);
 
 // ---- exact mode (FP64 canonical, SPEC section 4; compiled with --fmad=false) ----
-// How many shared-memory bytes a block may use (the opt-in limit of the current device).
-int MaxSharedBytes();
-// Whether the current device runs sm_90a machine code (compute capability 9.0: H100 / H200), where the wgmma
-// kernels are built.
-bool DeviceIsSm90();
-// Multiprocessors of the current device (1 when it cannot be read).
-int SmCount();
 // Token scores of the chunk: scratch[row * ld + s] = CanonicalDot(index_q row, index_k[key_begin + s]) * scale
 // for s <= position(row) (other entries untouched). ld >= pos0 + nq.
 cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,
@@ -107,25 +53,18 @@ cudaError_t ExactPool(int pooling, const double* scratch, int64_t ld, const doub
 // logsumexp of the l_b. work: [nq * Hidx * top_k * Bk] doubles of scratch.
 cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const int32_t* topk, const ChunkGeometry& g,
                           double scale, int score_format, double* work, double* index_lse);
-// Main branch over the selection, every query of the batch in one launch.
-struct AttendGeometry {
-  int64_t total_q = 0;
-  int hq = 0, hkv = 0, d = 0, dv = 0, bk = 0, top_k = 0;
-};
 cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk,
                         const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, double scale,
                         double* out, double* lse);
-// Whether ExactAttend / ExactTokenScores can tile these dims in shared memory.
-bool ExactFits(int d, int dv, int di, int group_size);
 
 // ---- shared by both modes ----
-// The selection of each chunk row from its block scores (SPEC section 2, gpu/rank_row.cuh: the ranked candidates by
+// The selection of each chunk row from its block scores (SPEC section 2, gpu/topk/rank_row.cuh: the ranked candidates by
 // score desc, id asc; the init blocks; the other forced trailing blocks; the local block last; -1).
 cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
 cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
 // score_format fp16 (SPEC section 2): the block scores of the first `rows` rows of a chunk's buffer, bs[row *
 // max_blocks + blk] (row = (t - g.t0) * Hidx + r: a plain chunk's nq * Hidx rows, or every row of a batched chunk),
-// each replaced by its binary16 value (gpu/fp16_score.cuh: nearest, ties to even, rounded once from the stored
+// each replaced by its binary16 value (gpu/common/fp16_score.cuh: nearest, ties to even, rounded once from the stored
 // double or float), before ranking and download. -inf (blocks not visible) and non-finite scores (bad rows) keep
 // their value; a finite score whose binary16 value is +-inf (|score| >= 65520) records min(t * Hidx + r) in
 // *overflow_row. On `stream`, allocating nothing (a decode step's graph can hold it).
@@ -144,7 +83,6 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
 // block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
 // other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
 // sequence of a decode batch; bad rows are named by their global query row in either form).
-bool BlockMaxScoresFits(int di, int bk, float scale);
 // The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma): x = the chunk's rows in tiles of
 // cta_rows, y = its key blocks split until about 2 waves of CTAs exist (decode and short chunks), blocks_per_cta
 // key blocks per CTA, z = the sequences of a batched chunk (1 otherwise). In a batched chunk x and y are sized for
@@ -163,10 +101,9 @@ cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* in
 // same contract as BlockMaxScores (entries written, bad-row detection, batched chunks) and the same bits. Needs
 // BlockMaxScoresWgmmaFits(di, bk, scale): BlockMaxScoresFits and a compute capability 9.0 device; returns
 // cudaErrorNotSupported otherwise (nothing enqueued).
-bool BlockMaxScoresWgmmaFits(int di, int bk, float scale);
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
-// The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only; gpu/fp8_index_first_run.sh): index_q and
+// The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only): index_q and
 // index_k hold OCP E4M3FN bytes (RoundToE4M3), laid out as above with one byte per element. BlockMaxScoresWgmma's
 // kernel with wgmma m64n128k32 .e4m3 (A from registers, B = K-major key tiles) and its contract: bs[row * max_blocks
 // + blk] written for blk < visible(row) and nothing else, the local block clamped causally, the grid of
@@ -178,19 +115,10 @@ cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_
 // scale * 2 * di * 448^2 <= FLT_MAX (no dot overflows), a compute capability 9.0 device; and key positions below
 // 2^31 - bk - nq, and a chunk of one sequence (not a batched one); returns cudaErrorNotSupported otherwise (nothing
 // enqueued).
-bool BlockMaxScoresFp8Fits(int di, int bk, float scale);
 cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, const ChunkGeometry& g, float scale,
                               float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
-// The bound of BlockMaxScoresFp8: |fp8 - exact| <= kFp8IndexRelBound * scale * max over the block's visible keys of
-// sum_i |q_i k_i|. Hopper's fp8 MMA keeps about 13-14 significant bits when it adds a k32 step to its accumulator
-// (DeepSeek-V3, section 3.3.2: "around 14 bits"; SageAttention2: a 22-bit accumulator with 13 mantissa bits). Di <= 128
-// is at most 4 steps, each losing less than 2^-13 of a partial sum bounded by sum_i |q_i k_i|: 2^-11; doubled for the
-// alignment of the products inside a step and the fp32 rounding of the reference (about Di * 2^-24). A block max
-// moves by at most the largest error of the scores it is the max of.
-inline constexpr float kFp8IndexRelBound = 1.0f / 1024.0f;
 // The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
 // Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
-bool RankTopKFits(int top_k);
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init and
 // trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
@@ -209,11 +137,6 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cud
 // (batched: num_sequences * nq * Hidx) on the current device (at most 2 * 16 * SMs * top_k * 8 bytes: about 1.1 MB
 // on an H200 at top_k 33).
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k);
-// Whether RankTopKThreshold beats RankTopK on the chunk (batched: on its longest sequence): its longest row has at
-// least 1024 candidate blocks
-// (measured on the H200 by gpu/topk_first_run.sh: 0.82-0.85x with 256-512 candidates per row, 1.05x at 128K
-// prefill, 2.24x at 1M prefill, 4.2x on a batch-1 decode over 1M keys).
-bool RankTopKThresholdPaysOff(const ChunkGeometry& g);
 int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes);
 cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* workspace, size_t workspace_bytes,
                               int32_t* topk, cudaStream_t stream = nullptr);
@@ -223,16 +146,15 @@ cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* in
 // index_lse over the selection in fp32, by score_format as ExactIndexLse (any order: per lane, then over the warp).
 cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* index_k, const int32_t* topk,
                          const ChunkGeometry& g, float scale, int score_format, double* index_lse);
-// Block-sparse main branch: one warp per (query, group, 16 heads), two passes over the gathered keys (the
-// part-1 kernel; the backend takes QOuterAttend where it fits).
-cudaError_t LowpAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+// The main branch over the gathered keys (lowp_kernels.cu): one warp per (query, group, 16 heads), two passes over
+// the selected blocks' visible keys; any dims up to kLowpMaxDim. The fallback where QOuterAttend does not fit.
+cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                        double* out, double* lse);
 // The main branch on tensor cores, query-outer (attend_kernels.cu): one CTA of 4 warps per (query, group, 16
 // heads), K and V of the gathered keys read once, scores kept in shared memory; same rounding points as
-// LowpAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
+// GatheredAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
 // memory).
-bool QOuterAttendFits(const AttendGeometry& g);
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          double* out, double* lse);
@@ -242,7 +164,6 @@ cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
 // row's partials by log-sum-exp in ascending block order. Queries go in chunks sized by the plan; the launches
 // are asynchronous on `stream` and never wait on the host, so they can be captured in a CUDA graph. Needs
 // KvOuterAttendFits(g) (dims multiples of 8 up to 128, block_size <= 128, group size <= 64, top_k <= 32).
-bool KvOuterAttendFits(const AttendGeometry& g);
 // The chunking and the workspace layout (byte offsets) of KvOuterAttend. num_blocks: sum over the batch's
 // sequences of ceil(k_len / block_size). ok is false when the lists would not fit 32-bit offsets.
 // one_query_per_sequence: the caller states that every sequence of the batch has at most one query (q_len <= 1:
@@ -267,19 +188,16 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                           double* out, double* lse, cudaStream_t stream = nullptr);
-// The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only; gpu/wgmma_first_run.sh): the lists,
+// The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only): the lists,
 // the plan (PlanKvOuter), the partial results and the merge are KvOuterAttend's, the tile kernel runs one warpgroup
 // per 64-row tile on wgmma.mma_async (S = Q K^T and O = P V, P from registers) with K and V kept in shared memory
 // across the consecutive tiles of one (sequence, block, group). Same rounding points as KvOuterAttend. Needs
 // KvOuterWgmmaFits(g): KvOuterAttendFits(g) and a compute capability 9.0 device; returns cudaErrorNotSupported
 // otherwise (nothing enqueued).
-bool KvOuterWgmmaFits(const AttendGeometry& g);
 cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
-// Largest head dim the low-precision kernels take.
-inline constexpr int kLowpMaxDim = 256;
 
 }  // namespace msa::gpu
 

@@ -1,6 +1,6 @@
 // The CUDA backend ("gpu"): exact mode bit-identical to the reference on every canonical and large case,
 // bf16/fp16 passing the oracle rules (near-tie flips counted, not failed) on those cases and on the shapes that
-// reach the part-1 attention kernel, the bf16/fp16 selection equal to the reference's where block maxima tie
+// reach the gathered attention kernel (GatheredAttend), the bf16/fp16 selection equal to the reference's where block maxima tie
 // exactly (the tie order of SPEC section 2), the KV-outer direct lists equal to the general ones on decode batches,
 // bitwise replay, and clean Status answers where it declines. SPEC v2's local_blocks > 1 and score_format fp16: exact
 // bit for bit on problems built for them (overlapping forced sets, binary16 ties, binary16 overflow), bf16/fp16 ranked
@@ -33,8 +33,11 @@
 #include "reference/reference.h"
 #include "tests/arbitrary.h"
 
+#include "gpu/common/kernel_plan.h"
+
 #if defined(MSA_HAVE_CUDA)  // the CUDA build: the fp8 index kernels are called directly
-#include "gpu/device_buffer.h"
+#include "gpu/common/device_buffer.h"
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
 #endif
 
@@ -152,35 +155,34 @@ TEST(GpuBackend, LowPrecisionPassesTheOracleRulesOnEveryCase) {
   ExpectLowPrecisionPassesTheOracleRules(AllCases(), "canonical and large cases");
 }
 
-// Shapes whose main branch both tensor-core kernels decline: KvOuterAttendFits (gpu/kv_outer_attend.cu) and
-// QOuterAttendFits (gpu/attend_kernels.cu) are false, so ChooseAttendKernel (gpu/gpu_backend.cc) takes the
-// part-1 kernel LowpAttend (gpu/lowp_kernels.cu). (device_check.sh also forces each kernel over the whole
-// suite with MSA_GPU_ATTEND_KERNEL.) One case per reason QOuterAttendFits gives (KV-outer declines each too:
-// dims past 128 or not multiples of 8, top_k past 32), which also reach each of LowpAttend's register tilings
+// Shapes whose main branch both tensor-core kernels decline: KvOuterAttendFits and
+// QOuterAttendFits (gpu/common/kernel_fits.h) are false, so the planner (gpu/common/kernel_plan.h) takes the
+// gathered kernel GatheredAttend (gpu/index/lowp_kernels.cu). One case per reason QOuterAttendFits gives (KV-outer declines each too:
+// dims past 128 or not multiples of 8, top_k past 32), which also reach each of GatheredAttend's register tilings
 // (kDvTiles 4, 16, 32 for Dv up to 32, 128, 256). None of the canonical or large cases gets here: their dims are multiples of 8 up to
 // 128 and their top_k * Bk at most 16 * 128 keys.
-std::vector<TestCase> LowpAttendCases() {
+std::vector<TestCase> GatheredAttendCases() {
   std::vector<TestCase> cases;
   const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
     cases.push_back({CaseName(kind, spec), std::move(spec)});
   };
-  // D = Dv = Di = 192: past QOuterAttend's 128 (LowpAttend kDvTiles 32). Index branch: Di past BlockMaxScores'
+  // D = Dv = Di = 192: past QOuterAttend's 128 (GatheredAttend kDvTiles 32). Index branch: Di past BlockMaxScores'
   // 128, so max pooling runs in LowpBlockScores. A prefill over 10 blocks of 32 and a decode over 32 blocks.
   add("lowp_attend_wide", MakeSpec(8, 2, 192, 32, 4, 0, Pooling::kMax, {{300, 300}, {16, 1000}}, DType::kBF16, 201));
-  // D = Dv = Di = 20: not a multiple of 8 (zero-padded to 32 for the mma; LowpAttend kDvTiles 4), lse pooling with
+  // D = Dv = Di = 20: not a multiple of 8 (zero-padded to 32 for the mma; GatheredAttend kDvTiles 4), lse pooling with
   // an init block, and 18 heads per group: two head tiles of the group, the second holding 2 heads.
   add("lowp_attend_odd_dim", MakeSpec(36, 2, 20, 16, 4, 1, Pooling::kLse, {{100, 100}, {7, 61}}, DType::kF16, 202));
   // top_k * Bk = 48 * 128 = 6144 gathered keys at D = 128: QOuterAttend's shared-memory layout needs 261,008 bytes,
-  // past the 232,448 (227 KiB) opt-in of an H100/H200, the largest of any current device (LowpAttend kDvTiles 16).
+  // past the 232,448 (227 KiB) opt-in of an H100/H200, the largest of any current device (GatheredAttend kDvTiles 16).
   // top_k 48 > 33 ranks with RankFloat. Queries see 94 and 71 blocks, so the selection still drops blocks.
   add("lowp_attend_many_keys",
       MakeSpec(8, 2, 128, 128, 48, 0, Pooling::kMax, {{40, 12000}, {1, 9000}}, DType::kBF16, 203));
   return cases;
 }
 
-TEST(GpuBackend, LowPrecisionPassesTheOracleRulesWhereLowpAttendRuns) {
+TEST(GpuBackend, LowPrecisionPassesTheOracleRulesWhereGatheredAttendRuns) {
   MSA_REQUIRE_GPU();
-  ExpectLowPrecisionPassesTheOracleRules(LowpAttendCases(), "LowpAttend cases");
+  ExpectLowPrecisionPassesTheOracleRules(GatheredAttendCases(), "GatheredAttend cases");
 }
 
 // Max-pooling cases whose block maxima tie exactly. index_q and index_k come from {-1, 0, 1} (few_valued_index)
@@ -329,61 +331,66 @@ TEST(GpuBackend, LowPrecisionSelectionEqualsTheReferenceOnExactlyTiedBlockMaxima
   }
 }
 
-// Sets an environment variable for one scope and restores its earlier value (device scripts may set it).
-class ScopedEnv {
+// Forces stages of the kernel plan for one scope (gpu/common/kernel_plan.h SetKernelPlanForTest) and restores the
+// plan before it; key and value as MSA_GPU_PLAN spells them ("" leaves the stage to the planner).
+class ScopedPlan {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* earlier = std::getenv(name);
-    had_ = earlier != nullptr;
-    if (had_) saved_ = earlier;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_) {
-      setenv(name_, saved_.c_str(), 1);
-    } else {
-      unsetenv(name_);
+  ScopedPlan(const char* key, const char* value) : saved_(Current()) {
+    gpu::KernelPlan stage;
+    if (*value != '\0') {
+      const Status status = gpu::ParseKernelPlan(std::string(key) + "=" + value, &stage);
+      EXPECT_TRUE(status.ok()) << status.message();
     }
+    gpu::KernelPlan& plan = Current();
+    if (stage.index != gpu::IndexKernel::kAuto) plan.index = stage.index;
+    if (stage.batch != gpu::IndexBatch::kAuto) plan.batch = stage.batch;
+    if (stage.topk != gpu::TopKKernel::kAuto) plan.topk = stage.topk;
+    if (stage.lists != gpu::KvLists::kAuto) plan.lists = stage.lists;
+    if (stage.attend != gpu::AttendKernel::kAuto) plan.attend = stage.attend;
+    gpu::SetKernelPlanForTest(plan);
   }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  ~ScopedPlan() {
+    Current() = saved_;
+    gpu::SetKernelPlanForTest(saved_ == gpu::KernelPlan{} ? std::nullopt : std::optional<gpu::KernelPlan>(saved_));
+  }
+  ScopedPlan(const ScopedPlan&) = delete;
+  ScopedPlan& operator=(const ScopedPlan&) = delete;
 
  private:
-  const char* name_;
-  bool had_ = false;
-  std::string saved_;
+  static gpu::KernelPlan& Current() {
+    static gpu::KernelPlan plan;
+    return plan;
+  }
+  gpu::KernelPlan saved_;
 };
 
-// Expects the refusal of a misspelt value of a variable that forces a kernel choice (gpu_backend.cc ForcedChoice):
-// kInvalidArgument, with the value named.
-void ExpectRefusedNaming(const Status& status, const std::string& value) {
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << status.message();
-  EXPECT_NE(status.message().find("\"" + value + "\""), std::string::npos) << status.message();
+// Whether the planner accepts `request` (MSA_GPU_PLAN's grammar) for `problem` on this device: a refused plan is not
+// compared with a kernel it does not run (a pair of plans is compared only where both run).
+bool Runnable(const Problem& problem, const std::string& request) {
+#if defined(MSA_HAVE_CUDA)
+  gpu::KernelPlan requested, plan;
+  if (!gpu::ParseKernelPlan(request, &requested).ok()) return false;
+  return gpu::PlanKernels(problem.config, gpu::ShapesOf(problem.config, problem.batch()), gpu::CurrentDeviceCaps(),
+                          requested, &plan).ok();
+#else
+  (void)problem;
+  (void)request;
+  return false;
+#endif
 }
 
-// MSA_GPU_ATTEND_KERNEL (gpu_backend.cc ChooseAttendKernel) with a misspelt value is refused with the value
-// named, not silently ignored; the variable's earlier value (device_check.sh may set it) is restored.
-TEST(GpuBackend, AnUnknownForcedAttendKernelIsRefused) {
-  MSA_REQUIRE_GPU();
-  Problem problem = GenerateProblem(AllCases().front().spec);
-  problem.config.precision = Precision::kBf16;
-  Outputs gpu;
-  const ScopedEnv env("MSA_GPU_ATTEND_KERNEL", "kv_outer");
-  ExpectRefusedNaming(RunBackend(*Gpu(), problem, &gpu), "kv_outer");
-}
-
-// The gpu's outputs of `problem` with MSA_GPU_INDEX_KERNEL=kernel (gpu_backend.cc ChooseIndexKernel).
+// The gpu's outputs of `problem` with the plan's index=kernel (gpu/common/kernel_plan.h).
 Status RunWithIndexKernel(const Problem& problem, const char* kernel, Outputs* outputs) {
-  const ScopedEnv env("MSA_GPU_INDEX_KERNEL", kernel);
+  const ScopedPlan plan("index", kernel);
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// MSA_GPU_INDEX_KERNEL=wgmma (BlockMaxScoresWgmma, gpu/block_max_wgmma.cu) gives the same bits as the mma.sync
+// index=wgmma (BlockMaxScoresWgmma, gpu/index/block_max_wgmma.cu) gives the same bits as the mma.sync
 // kernel BlockMaxScores on every max-pooling case (canonical, large and tied ones, bf16 and fp16): the block
 // scores, hence the selection, index_lse and the main branch. Its errors are the same too: index_q scaled to
 // about 3e37 makes dot products overflow to inf (bf16) or the inputs themselves inf (fp16), and both kernels must
-// name the same first bad (query, group). On a device other than sm_90 the forced kernel does not fit and both
-// runs take BlockMaxScores.
+// name the same first bad (query, group). On a device other than sm_90a the planner refuses index=wgmma and the
+// test skips (it never compares a kernel with itself).
 TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
   MSA_REQUIRE_GPU();
   std::vector<TestCase> cases;
@@ -402,6 +409,7 @@ TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
       problem.config.precision = precision;
       const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "index=wgmma")) continue;  // not on this device: nothing to compare
       Outputs mma, wgmma;
       const Status mma_status = RunWithIndexKernel(problem, "mma", &mma);
       const Status wgmma_status = RunWithIndexKernel(problem, "wgmma", &wgmma);
@@ -415,19 +423,11 @@ TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
       ++compared;
     }
   }
+  if (compared == 0 && refused == 0) GTEST_SKIP() << "index=wgmma cannot run on this device (needs sm_90a)";
   EXPECT_GT(refused, 0) << "the overflow case should be refused by both kernels";
   std::printf("wgmma vs mma index kernel: %lld runs bit-identical, %lld refused alike (on a device other than "
-              "sm_90 both runs used the mma.sync kernel)\n",
+              "sm_90a the test skips)\n",
               static_cast<long long>(compared), static_cast<long long>(refused));
-}
-
-// MSA_GPU_INDEX_KERNEL with a misspelt value is refused with the value named, not silently ignored.
-TEST(GpuBackend, AnUnknownForcedIndexKernelIsRefused) {
-  MSA_REQUIRE_GPU();
-  Problem problem = GenerateProblem(AllCases().front().spec);
-  problem.config.precision = Precision::kBf16;
-  Outputs gpu;
-  ExpectRefusedNaming(RunWithIndexKernel(problem, "wgmma2", &gpu), "wgmma2");
 }
 
 // ---- index_format e4m3: RoundToE4M3, E4M3ToLowp and BlockMaxScoresFp8 called directly (gpu/kernels.h) ----
@@ -537,7 +537,7 @@ std::vector<uint8_t> RandomE4M3(int64_t n, uint64_t seed) {
 #define MSA_REQUIRE_FP8_INDEX_KERNEL()                                                                     \
   do {                                                                                                     \
     MSA_REQUIRE_GPU();                                                                                     \
-    if (!gpu::BlockMaxScoresFp8Fits(128, 128, 1.0f)) GTEST_SKIP() << "BlockMaxScoresFp8 needs an sm_90 device"; \
+    if (!gpu::BlockMaxScoresFp8Fits(128, 128, 1.0f, gpu::CurrentDeviceCaps())) GTEST_SKIP() << "BlockMaxScoresFp8 needs an sm_90 device"; \
   } while (false)
 
 // The chunk's geometry; its sequence's queries after the chunk are 2 more rows of index_q.
@@ -793,7 +793,7 @@ TEST(GpuKernels, Fp8BlockMaxFlagsTheBadRowsTheMmaKernelFlags) {
   }
 }
 
-// Cases for RankTopKThreshold's paths (gpu/index_kernels.cu): few rows over many candidates, so a chunk's rows are
+// Cases for RankTopKThreshold's paths (gpu/index/index_kernels.cu): few rows over many candidates, so a chunk's rows are
 // split over several warps (RankTopKThresholdSplits: fewer rows than 16 warps per SM, at least 256 candidates per
 // split, up to 32 splits) and merged; exact ties in bulk (few_valued_index, as TiedBlockMaxCases); rows with fewer
 // candidates than the selection takes, and init blocks. Di 16, Bk a multiple of 64 and top_k <= 33 send them to
@@ -839,13 +839,13 @@ TEST(GpuBackend, TopKSplitCasesAreValidAndTheTiedOnesAreDecidedByTies) {
   }
 }
 
-// The gpu's outputs of `problem` with MSA_GPU_TOPK_KERNEL=kernel (gpu_backend.cc ChooseTopKKernel).
+// The gpu's outputs of `problem` with the plan's topk=kernel.
 Status RunWithTopKKernel(const Problem& problem, const char* kernel, Outputs* outputs) {
-  const ScopedEnv env("MSA_GPU_TOPK_KERNEL", kernel);
+  const ScopedPlan plan("topk", kernel);
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// MSA_GPU_TOPK_KERNEL=fast (RankTopKThreshold: the threshold filter, split rows and their merge) gives RankTopK's
+// topk=threshold (RankTopKThreshold: the threshold filter, split rows and their merge) gives RankTopK's
 // selection entry for entry, hence the same bits everywhere, on every max-pooling case (canonical, large, tied)
 // and on TopKSplitCases, at bf16 and fp16.
 TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
@@ -862,9 +862,10 @@ TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
       problem.config.precision = precision;
       const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "topk=threshold")) continue;
       Outputs warp, fast;
       const Status warp_status = RunWithTopKKernel(problem, "warp", &warp);
-      const Status fast_status = RunWithTopKKernel(problem, "fast", &fast);
+      const Status fast_status = RunWithTopKKernel(problem, "threshold", &fast);
       ASSERT_TRUE(warp_status.ok()) << what << ": " << warp_status.message();
       ASSERT_TRUE(fast_status.ok()) << what << ": " << fast_status.message();
       const int64_t top_k = problem.config.top_k, rows = int64_t(warp.topk_indices.size()) / top_k;
@@ -873,30 +874,21 @@ TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
         if (SameRow(warp.topk_indices, fast.topk_indices, row, top_k)) continue;
         if (++differing_rows > 8) continue;  // list the first 8
         ADD_FAILURE() << what << ", selection row " << row << "\n  warp:" << FormatRow(warp.topk_indices, row, top_k)
-                      << "\n  fast:" << FormatRow(fast.topk_indices, row, top_k);
+                      << "\n  threshold:" << FormatRow(fast.topk_indices, row, top_k);
       }
       EXPECT_EQ(differing_rows, 0) << what;
-      ExpectSameBits(warp, fast, what + ", fast vs warp top-k kernel");
+      ExpectSameBits(warp, fast, what + ", threshold vs warp top-k kernel");
       ++compared;
     }
   }
-  std::printf("fast vs warp top-k kernel: %lld runs compared\n", static_cast<long long>(compared));
+  std::printf("threshold vs warp top-k kernel: %lld runs compared\n", static_cast<long long>(compared));
 }
 
-// MSA_GPU_TOPK_KERNEL with a misspelt value is refused with the value named, not silently ignored.
-TEST(GpuBackend, AnUnknownForcedTopKKernelIsRefused) {
-  MSA_REQUIRE_GPU();
-  Problem problem = GenerateProblem(AllCases().front().spec);
-  problem.config.precision = Precision::kBf16;
-  Outputs gpu;
-  ExpectRefusedNaming(RunWithTopKKernel(problem, "threshold", &gpu), "threshold");
-}
-
-// Decode-shaped batches for the KV-outer direct lists (gpu/kv_outer_attend.cu DirectListsKernel): many sequences
-// with one query each (and one with none), over contexts from a single key to thousands; top_k 1, 8, 16 and 32;
-// 0 to 3 init blocks; short sequences with fewer blocks than top_k (-1 slots, hence padding tiles); group sizes
-// 1 to 16 (1 to 64 queries per tile). The last case mixes in a sequence of 3 queries, where the direct lists do
-// not apply and both runs take the general ones.
+// Decode-shaped batches for the KV-outer direct lists (gpu/attend/kv_outer_attend.cu DirectListsKernel): many
+// sequences with one query each (and one with none), over contexts from a single key to thousands; top_k 1, 8, 16
+// and 32; 0 to 3 init blocks; short sequences with fewer blocks than top_k (-1 slots, hence padding tiles); group
+// sizes 1 to 16 (1 to 64 queries per tile). The last case mixes in a sequence of 3 queries, where the planner refuses
+// the direct lists and the case is skipped.
 std::vector<TestCase> DecodeListCases() {
   std::vector<TestCase> cases;
   const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
@@ -929,15 +921,15 @@ TEST(GpuBackend, DecodeListCasesAreValidProblems) {
   }
 }
 
-// The gpu's outputs of `problem` with MSA_GPU_ATTEND_KERNEL=attend_kernel and MSA_GPU_KV_LISTS=lists
+// The gpu's outputs of `problem` with attend=attend_kernel and lists=lists
 // (gpu_backend.cc ChooseKvLists).
 Status RunWithKvLists(const Problem& problem, const char* attend_kernel, const char* lists, Outputs* outputs) {
-  const ScopedEnv attend_env("MSA_GPU_ATTEND_KERNEL", attend_kernel);
-  const ScopedEnv lists_env("MSA_GPU_KV_LISTS", lists);
+  const ScopedPlan attend_plan("attend", attend_kernel);
+  const ScopedPlan lists_plan("lists", lists);
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// MSA_GPU_KV_LISTS=direct (one list-building kernel per chunk where every sequence has at most one query) gives the
+// lists=direct (one list-building kernel per chunk where every sequence has at most one query) gives the
 // general lists' bits on every output, on the mma.sync and the wgmma KV-outer tiles (on a device other than sm_90
 // kv-outer-wgmma does not fit and both runs take the mma.sync tiles), at bf16 and fp16.
 TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
@@ -950,6 +942,7 @@ TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
       for (const char* attend_kernel : {"kv-outer", "kv-outer-wgmma"}) {
         const std::string what =
             test_case.name + " at " + std::string(PrecisionName(precision)) + " on " + attend_kernel;
+        if (!Runnable(problem, std::string("attend=") + attend_kernel + ",lists=direct")) continue;
         Outputs general, direct;
         const Status general_status = RunWithKvLists(problem, attend_kernel, "general", &general);
         const Status direct_status = RunWithKvLists(problem, attend_kernel, "direct", &direct);
@@ -963,19 +956,9 @@ TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
   std::printf("direct vs general KV-outer lists: %lld runs bit-identical\n", static_cast<long long>(compared));
 }
 
-// MSA_GPU_KV_LISTS with a misspelt value is refused with the value named, not silently ignored.
-TEST(GpuBackend, AnUnknownKvListsValueIsRefused) {
-  MSA_REQUIRE_GPU();
-  Problem problem = GenerateProblem(DecodeListCases().front().spec);
-  problem.config.precision = Precision::kBf16;
-  Outputs gpu;
-  const ScopedEnv env("MSA_GPU_KV_LISTS", "directs");
-  ExpectRefusedNaming(RunBackend(*Gpu(), problem, &gpu), "directs");
-}
-
-// Decode batches for the batched index branch (gpu/kernels.h IsDecodeBatch, ChunkGeometry::sequences): every
+// Decode batches for the batched index branch (gpu/common/geometry.h IsDecodeBatch, ChunkGeometry::sequences): every
 // sequence with at most 16 queries, so SelectImpl ranks the whole batch as one batched chunk (one block-max launch,
-// one top-k) unless MSA_GPU_INDEX_BATCH=per-sequence. Mixed k_len from a single key to thousands (sequences shorter
+// one top-k) unless batch=per-sequence. Mixed k_len from a single key to thousands (sequences shorter
 // than top_k blocks: -1 slots; CTAs past a short sequence's blocks exit), q_len 1 and 16 mixed (CTAs past a
 // sequence's rows exit; q_len 16 over 16 keys), a sequence with no query, init blocks, top_k 8, 16 and 33 (16- and
 // 32-key top-k lists), Hidx 1 to 4; few rows over many blocks (RankTopKThreshold's split lists at their rows' offset
@@ -1009,7 +992,7 @@ std::vector<TestCase> DecodeBatchCases() {
 }
 
 // Runs without a device: DecodeBatchCases are valid problems and decode batches: at most 16 queries per sequence
-// (gpu/kernels.h IsDecodeBatch).
+// (gpu/common/geometry.h IsDecodeBatch).
 TEST(GpuBackend, DecodeBatchCasesAreValidDecodeBatches) {
   for (const TestCase& test_case : DecodeBatchCases()) {
     const Problem problem = GenerateProblem(test_case.spec);
@@ -1025,17 +1008,17 @@ TEST(GpuBackend, DecodeBatchCasesAreValidDecodeBatches) {
   }
 }
 
-// The gpu's outputs of `problem` with MSA_GPU_INDEX_BATCH=index_batch (gpu_backend.cc ChooseIndexBatch) and the
+// The gpu's outputs of `problem` with batch=index_batch and the
 // index and top-k kernels forced.
 Status RunWithIndexBatch(const Problem& problem, const char* index_batch, const char* index_kernel,
                          const char* topk_kernel, Outputs* outputs) {
-  const ScopedEnv batch_env("MSA_GPU_INDEX_BATCH", index_batch);
-  const ScopedEnv index_env("MSA_GPU_INDEX_KERNEL", index_kernel);
-  const ScopedEnv topk_env("MSA_GPU_TOPK_KERNEL", topk_kernel);
+  const ScopedPlan batch_plan("batch", index_batch);
+  const ScopedPlan index_plan("index", index_kernel);
+  const ScopedPlan topk_plan("topk", topk_kernel);
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// MSA_GPU_INDEX_BATCH=batched (one block-max launch and one top-k for every sequence of a decode batch) gives the
+// batch=batched (one block-max launch and one top-k for every sequence of a decode batch) gives the
 // per-sequence launches' bits on every output (block scores, selection, index_lse, out, lse) and the same refusal of
 // a non-finite index score, on the mma.sync and wgmma index kernels (on a device other than sm_90 both take
 // mma.sync) and the warp and threshold top-k kernels, at bf16 and fp16.
@@ -1047,9 +1030,12 @@ TEST(GpuBackend, BatchedDecodeIndexGivesThePerSequenceBits) {
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
       problem.config.precision = precision;
       for (const char* index_kernel : {"mma", "wgmma"}) {
-        for (const char* topk_kernel : {"warp", "fast"}) {
+        for (const char* topk_kernel : {"warp", "threshold"}) {
           const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", index " +
                                    index_kernel + ", top-k " + topk_kernel;
+          if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=batched")) {
+            continue;
+          }
           Outputs per_sequence, batched;
           const Status per_sequence_status =
               RunWithIndexBatch(problem, "per-sequence", index_kernel, topk_kernel, &per_sequence);
@@ -1079,21 +1065,6 @@ TEST(GpuBackend, BatchedDecodeIndexGivesThePerSequenceBits) {
   EXPECT_GT(refused, 0) << "the overflow case should be refused by both paths";
   std::printf("batched vs per-sequence index branch: %lld runs bit-identical, %lld refused alike\n",
               static_cast<long long>(compared), static_cast<long long>(refused));
-}
-
-// MSA_GPU_INDEX_BATCH with a misspelt value is refused with the variable and the value named. The check comes before
-// any device work, so this runs without a device too: it calls the backend's own select (msa::Select would decline an
-// unavailable backend first).
-TEST(GpuBackend, AnUnknownIndexBatchValueIsRefused) {
-  if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)";
-  Problem problem = GenerateProblem(DecodeBatchCases().front().spec);
-  problem.config.precision = Precision::kBf16;
-  Outputs outputs;
-  outputs.Allocate(problem);
-  const ScopedEnv env("MSA_GPU_INDEX_BATCH", "batch");
-  const Status status = Gpu()->select(problem.config, problem.index_inputs(), outputs.selection_outputs(), {});
-  ExpectRefusedNaming(status, "batch");
-  EXPECT_NE(status.message().find("MSA_GPU_INDEX_BATCH"), std::string::npos) << status.message();
 }
 
 // ---- SPEC v2 selection features: several forced local blocks (local_blocks) and fp16 block scores (score_format) ----
@@ -1228,7 +1199,7 @@ std::string Fp16OverflowMessage(bool positive) {
          " overflows binary16 (|score| >= 65520): score_format fp16 cannot represent it";
 }
 
-// What SPEC section 2 makes of a selection row's slots (gpu/rank_row.cuh, include/msa/forced_blocks.h).
+// What SPEC section 2 makes of a selection row's slots (gpu/topk/rank_row.cuh, include/msa/forced_blocks.h).
 struct RowKinds {
   int64_t rows = 0;
   int64_t overlapping = 0;      // the init blocks and the trailing forced blocks share a block
@@ -1346,12 +1317,12 @@ void ExpectRankedByItsOwnBlockScores(const Problem& problem, const Outputs& gpu,
 }
 
 // The gpu's selection outputs (topk_indices, block_scores, index_lse) of `problem` with the index branch's kernel
-// choices forced (gpu_backend.cc ChooseIndexKernel, ChooseTopKKernel, ChooseIndexBatch).
+// choices forced (gpu/common/kernel_plan.h).
 Status SelectWithIndexChoices(const Problem& problem, const char* index_kernel, const char* topk_kernel,
                               const char* index_batch, Outputs* outputs) {
-  const ScopedEnv index_env("MSA_GPU_INDEX_KERNEL", index_kernel);
-  const ScopedEnv topk_env("MSA_GPU_TOPK_KERNEL", topk_kernel);
-  const ScopedEnv batch_env("MSA_GPU_INDEX_BATCH", index_batch);
+  const ScopedPlan index_plan("index", index_kernel);
+  const ScopedPlan topk_plan("topk", topk_kernel);
+  const ScopedPlan batch_plan("batch", index_batch);
   outputs->Allocate(problem);
   return Select(*Gpu(), problem.config, problem.index_inputs(), outputs->selection_outputs());
 }
@@ -1382,15 +1353,15 @@ TEST(GpuBackend, ExactIsBitIdenticalToTheReferenceOnLocalBlocksAndFp16Scores) {
   }
 }
 
-// bf16 and fp16 on the local-blocks and fp16-tie problems, under every kernel choice the MSA_GPU_* variables force:
-//   index branch: MSA_GPU_INDEX_KERNEL mma | wgmma (fp8 on the e4m3 case: the default there on an sm_90 device) x
-//     MSA_GPU_TOPK_KERNEL warp | fast x MSA_GPU_INDEX_BATCH batched | per-sequence, each giving the default run's
+// bf16 and fp16 on the local-blocks and fp16-tie problems, under every kernel choice the plan forces:
+//   index branch: index mma | wgmma (fp8 on the e4m3 case: the default there on an sm_90 device) x
+//     topk warp | threshold x batch batched | per-sequence, each giving the default run's
 //     selection outputs bit for bit (the kernels are documented to give the same bits), and the default run ranked by
 //     its own block scores (ExpectRankedByItsOwnBlockScores); on the fp16 tie problems (exact maxima) and on the
 //     local_tied problem's exact rows, the reference's selection and block scores themselves;
-//   main branch: MSA_GPU_ATTEND_KERNEL kv-outer-wgmma | kv-outer (each with MSA_GPU_KV_LISTS direct | general) |
-//     q-outer | part1 on the reference selection, out and lse within the oracle's bound (SPEC section 5).
-// On a device other than sm_90 the wgmma choices fall back to mma.sync (the same bits).
+//   main branch: attend kv-outer-wgmma | kv-outer (each with lists direct | general) |
+//     q-outer | gathered on the reference selection, out and lse within the oracle's bound (SPEC section 5).
+// Plans the planner refuses on this device (wgmma off sm_90a, direct lists past decode) are skipped.
 TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
   MSA_REQUIRE_GPU();
   std::vector<GpuCase> cases = LocalBlocksCases();
@@ -1427,8 +1398,12 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
       const std::vector<const char*> index_kernels =
           e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma"};
       for (const char* index_kernel : index_kernels) {
-        for (const char* topk_kernel : {"warp", "fast"}) {
+        for (const char* topk_kernel : {"warp", "threshold"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
+            if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" +
+                                       index_batch)) {
+              continue;
+            }
             Outputs forced;
             const std::string how = what + ", index " + index_kernel + ", top-k " + topk_kernel + ", " + index_batch;
             const Status status = SelectWithIndexChoices(problem, index_kernel, topk_kernel, index_batch, &forced);
@@ -1440,12 +1415,14 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
       }
       for (const auto& [attend_kernel, lists] : std::vector<std::pair<const char*, const char*>>{
                {"kv-outer-wgmma", "direct"}, {"kv-outer-wgmma", "general"}, {"kv-outer", "direct"},
-               {"kv-outer", "general"}, {"q-outer", ""}, {"part1", ""}}) {
-        const std::string how = what + ", attend " + attend_kernel + (*lists ? std::string(", lists ") + lists : "");
+               {"kv-outer", "general"}, {"q-outer", ""}, {"gathered", ""}}) {
+        const std::string request = std::string("attend=") + attend_kernel + (*lists ? std::string(",lists=") + lists : "");
+        if (!Runnable(problem, request)) continue;
+        const std::string how = what + ", " + request;
         Outputs outputs;
         outputs.Allocate(problem);
-        const ScopedEnv attend_env("MSA_GPU_ATTEND_KERNEL", attend_kernel);
-        const ScopedEnv lists_env("MSA_GPU_KV_LISTS", lists);
+        const ScopedPlan attend_plan("attend", attend_kernel);
+        const ScopedPlan lists_plan("lists", lists);
         const Status status = Attend(*Gpu(), problem.config, problem.attention_inputs(),
                                      SelectionView{reference.topk_indices.data()}, outputs.attention_outputs());
         ASSERT_TRUE(status.ok()) << how << ": " << status.message();
@@ -1473,8 +1450,12 @@ TEST(GpuBackend, Fp16ScoresOverflowingBinary16AreRefusedOnEveryIndexPath) {
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
       problem.config.precision = precision;
       for (const char* index_kernel : {"mma", "wgmma"}) {
-        for (const char* topk_kernel : {"warp", "fast"}) {
+        for (const char* topk_kernel : {"warp", "threshold"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
+            if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" +
+                                       index_batch)) {
+              continue;
+            }
             Outputs outputs;
             const Status status = SelectWithIndexChoices(problem, index_kernel, topk_kernel, index_batch, &outputs);
             EXPECT_EQ(status.message(), Fp16OverflowMessage(positive))

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -64,6 +65,10 @@ struct Backend {
                    const ProgressFn& progress);
   Status (*attend)(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                    const AttentionOutputs& outputs, const ProgressFn& progress);
+  // The kernels the last select/attend call of this thread ran ("index=wgmma,batch=per-sequence,topk=warp" after a
+  // select, "attend=kv-outer-wgmma,lists=direct" after an attend), empty when the backend has no choice (nullptr)
+  // or the call ran nothing.
+  std::string (*last_plan)() = nullptr;
 };
 
 // Every backend compiled into this binary, slowest first (reference first). The list lives in core/registry.cc.

@@ -1,6 +1,6 @@
 // KV-outer main branch of the low-precision mode on Hopper warpgroup MMA (sm_90a): the lists, the plan, the partial
-// results and the merge are KvOuterAttend's (gpu/kv_outer_attend.cu, shared through gpu/kv_outer.h); only the tile
-// kernel differs. gpu/wgmma_first_run.sh checks it against KvOuterAttend on a device (the same bits on the H200).
+// results and the merge are KvOuterAttend's (gpu/attend/kv_outer_attend.cu, shared through gpu/attend/kv_outer.h);
+// only the tile kernel differs, and it gives KvOuterAttend's bits (tests/gpu_plans_test.cc compares the two).
 //
 // docs:begin gpu-kv-outer-wgmma-tile
 // WgmmaTileKernel: one CTA = one warpgroup (4 warps, 128 threads) and one 64-row tile at a time (64 (query, head)
@@ -31,10 +31,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/kv_outer.h"
-#include "gpu/mma.cuh"
-#include "gpu/wgmma.cuh"
+#include "gpu/attend/kv_outer.h"
+#include "gpu/common/mma.cuh"
+#include "gpu/common/wgmma.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -385,17 +386,16 @@ cudaError_t LaunchWgmmaTiles(int lowp, const kv_outer::TileLists& lists, cudaStr
 
 }  // namespace
 
-bool KvOuterWgmmaFits(const AttendGeometry& g) {
-  return KvOuterAttendFits(g) && g.d <= kDims && g.dv <= kDims && g.bk <= kKeys && g.hq / g.hkv <= kTileRows &&
-         kSmemBytes <= size_t(MaxSharedBytes()) && DeviceIsSm90();
-}
+static_assert(kSmemBytes == kKvOuterWgmmaSmemBytes && kTileRows == kKvOuterTileRows && kKeys == kKvOuterKeyPad &&
+                  kDims == kKvOuterDimPad,
+              "KvOuterWgmmaFits (gpu/common/kernel_fits.h)");
 
 cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
-  if (!KvOuterWgmmaFits(g)) return cudaErrorNotSupported;
+  if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                        stream, kv_outer::TileLauncher{PrepareWgmmaTiles, LaunchWgmmaTiles});
 }

@@ -4,18 +4,20 @@
 // Parallelism is only ever across independent rows, dots or dims; every sum keeps the reference's order.
 #include <cmath>
 
-#include "gpu/fp16_score.cuh"
+#include "gpu/common/fp16_score.cuh"
+#include "gpu/common/device_query.h"
+#include "gpu/exact/exact_tiling.h"
 #include "gpu/kernels.h"
-#include "gpu/sorted_selection.cuh"
+#include "gpu/topk/sorted_selection.cuh"
 #include "reference/canonical.h"
 
 namespace msa::gpu {
 namespace {
 
-constexpr int kThreads = 256;
+using exact::kMaxPairs;
+using exact::kMaxTile;
+using exact::kThreads;
 constexpr unsigned kFullMask = 0xffffffffu;
-constexpr int kMaxPairs = 8;      // (head, dim) accumulators per thread in ExactAttendKernel
-constexpr int kMaxTile = 32;      // keys per tile
 
 __device__ inline double NegInf() { return -INFINITY; }
 
@@ -260,35 +262,6 @@ __global__ void IndexLseKernel(const double* index_q, const double* index_k, con
 
 // ---- main branch ----
 
-struct AttendPlan {
-  int hg = 0;  // heads per block
-  int tk = 0;  // keys per tile
-  size_t smem = 0;
-};
-
-size_t AttendSmem(int hg, int tk, int d, int dv, int top_k) {
-  const size_t doubles = size_t(hg) * d + size_t(tk) * (d + 1) + size_t(tk) * dv + size_t(hg) * tk + 2 * size_t(hg) +
-                         size_t(tk) + size_t(top_k) + 1;
-  return doubles * sizeof(double) + size_t(top_k) * sizeof(int32_t);
-}
-
-AttendPlan PlanAttend(int d, int dv, int group, int top_k, size_t limit) {
-  AttendPlan plan;
-  int hg = (kThreads * kMaxPairs) / (dv > 0 ? dv : 1);
-  if (hg > 64) hg = 64;
-  if (hg > group) hg = group;
-  if (hg < 1) hg = 1;
-  if (int64_t(hg) * dv > int64_t(kThreads) * kMaxPairs) return plan;  // dv too large for the accumulators
-  for (int tk = kMaxTile; tk >= 1; --tk) {
-    if (AttendSmem(hg, tk, d, dv, top_k) <= limit) {
-      plan.hg = hg;
-      plan.tk = tk;
-      plan.smem = AttendSmem(hg, tk, d, dv, top_k);
-      return plan;
-    }
-  }
-  return plan;
-}
 
 // docs:begin gpu-exact-attend One block per (query, group, chunk of hg heads). Pass 1 finds each head's max
 // score over the gathered keys (a max is order-free). Pass 2 recomputes the scores tile by tile in ascending
@@ -426,64 +399,15 @@ __global__ void __launch_bounds__(kThreads) ExactAttendKernel(const double* q, c
 }
 // docs:end gpu-exact-attend
 
-struct TokenPlan {
-  int tm = 0, tn = 0;
-  size_t smem = 0;
-};
-
-TokenPlan PlanTokens(int di, size_t limit) {
-  TokenPlan plan;
-  const int64_t fit = int64_t(limit / sizeof(double)) / (di + 1);  // rows + keys that fit
-  if (fit < 2) return plan;
-  plan.tn = int(fit / 2 < 32 ? fit / 2 : 32);
-  plan.tm = int(fit - plan.tn < 64 ? fit - plan.tn : 64);
-  plan.smem = size_t(plan.tm + plan.tn) * (di + 1) * sizeof(double);
-  return plan;
-}
 
 }  // namespace
 
-int MaxSharedBytes() {
-  int device = 0, bytes = 48 * 1024;
-  if (cudaGetDevice(&device) != cudaSuccess) return bytes;
-  if (cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 48 * 1024;
-  }
-  return bytes;
-}
-
-int SmCount() {
-  int device = 0, sms = 1;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-    cudaGetLastError();
-    return 1;
-  }
-  return sms;
-}
-
-bool DeviceIsSm90() {
-  int device = 0, major = 0, minor = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-    cudaGetLastError();
-    return false;
-  }
-  return major == 9 && minor == 0;  // sm_90a machine code runs on compute capability 9.0 only
-}
-
-bool ExactFits(int d, int dv, int di, int group_size) {
-  const size_t limit = size_t(MaxSharedBytes());
-  return PlanTokens(di, limit).tm > 0 && PlanAttend(d, dv, group_size, 1, limit).tk > 0;
-}
 
 cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,
                              double* scratch, int64_t ld) {
   const int64_t rows = g.nq * g.hidx;
   if (rows <= 0) return cudaSuccess;
-  const TokenPlan plan = PlanTokens(g.di, size_t(MaxSharedBytes()));
+  const exact::TokenPlan plan = exact::PlanTokens(g.di, size_t(CurrentDeviceCaps().max_shared_bytes));
   if (plan.tm == 0) return cudaErrorInvalidConfiguration;
   cudaError_t err = cudaFuncSetAttribute(TokenScoresKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(plan.smem));
@@ -538,7 +462,7 @@ cudaError_t ExactAttend(const double* q, const double* k, const double* v, const
                         double* out, double* lse) {
   if (g.total_q <= 0) return cudaSuccess;
   const int group = g.hq / g.hkv;
-  const AttendPlan plan = PlanAttend(g.d, g.dv, group, g.top_k, size_t(MaxSharedBytes()));
+  const exact::AttendPlan plan = exact::PlanAttend(g.d, g.dv, group, g.top_k, size_t(CurrentDeviceCaps().max_shared_bytes));
   if (plan.tk == 0) return cudaErrorInvalidConfiguration;
   cudaError_t err = cudaFuncSetAttribute(ExactAttendKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          int(plan.smem));

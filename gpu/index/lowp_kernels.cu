@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "gpu/fp16_score.cuh"
+#include "gpu/common/fp16_score.cuh"
 #include "gpu/kernels.h"
-#include "gpu/mma.cuh"
-#include "gpu/sorted_selection.cuh"
+#include "gpu/common/mma.cuh"
+#include "gpu/topk/sorted_selection.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -507,7 +507,7 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
   return cudaGetLastError();
 }
 
-cudaError_t LowpAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                        double* out, double* lse) {
   if (g.total_q <= 0) return cudaSuccess;

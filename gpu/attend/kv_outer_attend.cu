@@ -1,4 +1,4 @@
-// Main branch of the low-precision mode, KV-outer (issue 6): the selection is inverted on the device into
+// Main branch of the low-precision mode, KV-outer: the selection is inverted on the device into
 // per-(sequence, group, block) lists of the queries that chose the block, so each K/V block is loaded once per
 // tile of up to 64 (query, head) rows instead of once per query. Each tile writes a partial result per row
 // (m_b, l_b, O_b over that block alone); a merge kernel combines a row's partials with their log-sum-exp in
@@ -23,9 +23,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/kv_outer.h"
-#include "gpu/mma.cuh"
+#include "gpu/attend/kv_outer.h"
+#include "gpu/common/mma.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -352,29 +353,22 @@ size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 }  // namespace
 
-bool KvOuterAttendFits(const AttendGeometry& g) {
-  const int group = g.hq / g.hkv;
-  return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kDimPad && g.dv <= kDimPad && g.bk <= kKeyPad && group <= kTileRows &&
-         g.top_k <= 32 && kSmemBytes <= size_t(MaxSharedBytes());
-}
+static_assert(kSmemBytes == kKvOuterMmaSmemBytes && kTileRows == kKvOuterTileRows && kKeyPad == kKvOuterKeyPad &&
+                  kDimPad == kKvOuterDimPad,
+              "KvOuterAttendFits (gpu/common/kernel_fits.h)");
 
 KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes,
                         bool one_query_per_sequence) {
+  const KvOuterChunks chunks = PlanKvOuterChunks(g, num_blocks, budget_bytes, one_query_per_sequence);
   KvOuterPlan plan;
-  plan.qpc = TileQueries(g);
-  plan.num_buckets = num_blocks * g.hkv;
-  const int64_t per_query = int64_t(g.hq) * g.top_k * (int64_t(g.dv) * 4 + 8);
-  const int64_t max_list = int64_t(1) << 28;  // list entries stay far inside int32
-  plan.chunk_q = std::max<int64_t>(1, std::min({g.total_q, budget_bytes / per_query, max_list / (g.hkv * g.top_k)}));
-  const int64_t entries = plan.chunk_q * g.hkv * g.top_k + plan.num_buckets * (plan.qpc - 1);
-  plan.max_tiles = (entries + plan.qpc - 1) / plan.qpc;
-  plan.max_entries = plan.max_tiles * plan.qpc;
-  plan.ok = plan.max_entries < (int64_t(1) << 31) - 1;
-  const int64_t direct_tiles = plan.chunk_q * g.hkv * g.top_k;  // one per (query, group, slot)
-  if (one_query_per_sequence && direct_tiles * plan.qpc < (int64_t(1) << 31) - 1) {
-    plan.direct_lists = true;
-    plan.direct_max_tiles = direct_tiles;
-  }
+  plan.ok = chunks.ok;
+  plan.qpc = chunks.qpc;
+  plan.chunk_q = chunks.chunk_q;
+  plan.num_buckets = chunks.num_buckets;
+  plan.max_entries = chunks.max_entries;
+  plan.max_tiles = chunks.max_tiles;
+  plan.direct_lists = chunks.direct_lists;
+  plan.direct_max_tiles = chunks.direct_max_tiles;
   size_t scan_bytes = 0;
   cub::DeviceScan::ExclusiveSum(nullptr, scan_bytes, static_cast<int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
                                 plan.num_buckets + 1);

@@ -1,31 +1,31 @@
 #!/usr/bin/env bash
-# gpu/device_check.sh: the gpu backend's proof on a CUDA machine, in one call (issue 5). It runs, in order:
-# the canonical cases on the gpu (exact bits / bf16 oracle), the conformance suite and the property tests with
-# the gpu backend present, the gpu's own tests, `msa golden generate` + `msa golden verify --backend gpu` (exact,
-# bf16, fp16) on the smoke suite, an exact case of >= 128K keys bit for bit against the CPU reference, two runs
-# bitwise identical, compute-sanitizer memcheck and racecheck on the canonical cases, and exact-mode timings of
-# an M3-shaped layer at 128K tokens and of a 4096-query chunk over 1M tokens. It prints a summary table last and
-# writes it (summary.md, summary.json) with the full log and the gtest reports under OUT_DIR.
+# scripts/device/device_check.sh: the gpu backend's proof on a CUDA machine, in one call. It runs, in order: the
+# canonical cases on the gpu (exact bits / bf16 oracle), the conformance suite and the property tests with the gpu
+# backend present, the gpu's own tests (every runnable kernel plan against the reference: tests/gpu_plans_test.cc),
+# the conformance suite again under forced plans (MSA_GPU_PLAN: the kernels the default plan skips on this device),
+# `msa golden generate` + `msa golden verify --backend gpu` (exact, bf16, fp16) on the smoke suite, an exact case
+# of >= 128K keys bit for bit against the CPU reference, two runs bitwise identical, compute-sanitizer memcheck and
+# racecheck on the canonical cases, and exact-mode timings of an M3-shaped layer at 128K tokens and of a 4096-query
+# chunk over 1M tokens. It prints a summary table last and writes it (summary.md, summary.json) with the full log
+# and the gtest reports under OUT_DIR.
 #
-# Usage: gpu/device_check.sh [OUT_DIR]        (default: $OUT, else ./device_check_out)
+# Usage: scripts/device/device_check.sh [OUT_DIR]        (default: $OUT, else ./device_check_out)
 #   BUILD=dir   the build tree (default build-gpu). Without its binaries the script configures and builds it
-#               with CUDA (cmake -DMSA_ENABLE_CUDA=ON, -j16). A tree built elsewhere (same layout: tests/,
-#               oracle/msa, gpu/gpu_check) is used as it is.
+#               with CUDA for sm_90a only (-DMSA_ENABLE_CUDA=ON, -j16). A tree built elsewhere (same layout:
+#               tests/, oracle/msa, gpu/gpu_check) is used as it is.
 #   LIBS=dir    shared libraries the binaries need that the machine lacks (added to LD_LIBRARY_PATH)
 #   QUICK=1     skip the 1M timing
 #   SKIP="a b"  steps to leave out (reported as SKIPPED), e.g. SKIP="time_128k racecheck property"
 #   COMMIT, DIRTY  what the summary names as the source (default: git rev-parse, git status)
 #   DEADLINE=s  seconds the whole script may take (default 570): a step gets at most what is left, and steps
 #               that no longer fit are reported as skipped, so the summary is always written
-# A machine with CUDA but without the project's test dependencies (the lent H200 image has no GoogleTest,
-# rapidcheck or Highway): build here with nvcc (cmake -B build-gpu -DMSA_ENABLE_CUDA=ON), copy
-# tests/{conformance_test,property_test,gpu_backend_test}, oracle/msa and gpu/gpu_check into DIR/build-gpu/ with
-# the same layout and libhwy.so.1, libgomp.so.1 into DIR/lib, carry DIR, and run with BUILD=DIR/build-gpu
-# LIBS=DIR/lib (bench/results/gpu_check_*.md say how each result was made).
-# The gtest binaries run directly rather than through ctest: a tree built on a machine without a GPU lists no
-# gpu cases in its ctest files (they are discovered at build time), while the binaries enumerate them at start.
+# A machine with CUDA but without the project's test dependencies: build here with nvcc, copy
+# tests/{conformance_test,property_test,gpu_backend_test,gpu_plans_test}, oracle/msa and gpu/gpu_check into
+# DIR/build-gpu/ with the same layout and libhwy.so.1, libgomp.so.1 into DIR/lib, and run with BUILD=DIR/build-gpu
+# LIBS=DIR/lib. The gpu tests are listed before they run (DISCOVERY_MODE PRE_TEST), so `ctest -L gpu` in a tree
+# built without a device runs them too; the binaries are called directly here for their JSON reports.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT_DIR=${1:-${OUT:-$PWD/device_check_out}}
 DEADLINE=${DEADLINE:-570}
 BUILD=${BUILD:-build-gpu}
@@ -92,7 +92,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 nvcc --version 2>/dev/null | tail -1 | tee -a "$LOG"
 
 if [ ! -x "$BUILD/gpu/gpu_check" ]; then
-  step build 900 bash -c "cmake -G Ninja -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DMSA_ENABLE_CUDA=ON && cmake --build '$BUILD' -j16"
+  step build 900 bash -c "cmake -G Ninja -B '$BUILD' -DCMAKE_BUILD_TYPE=Release -DMSA_ENABLE_CUDA=ON -DMSA_GPU_GENCODE=-gencode=arch=compute_90a,code=sm_90a && cmake --build '$BUILD' -j16"
 fi
 G="$BUILD/gpu/gpu_check"
 step device 60 "$G" info --json "$WORK/info.json"
@@ -107,36 +107,19 @@ step conformance 600 "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_D
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_conformance.json")
 step gpu_tests 600 "$BUILD/tests/gpu_backend_test" --gtest_output=json:"$OUT_DIR/gtest_gpu.json"
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_gpu.json")
-# The bf16/fp16 main branch has three kernels, chosen by shape (gpu_backend.cc ChooseAttendKernel); the
-# default run above takes mostly KV-outer, whose tiles run on wgmma on an H100/H200, and the index branch's
-# max pooling runs on wgmma there too. Each of the other two main kernels is forced here over the same suites,
-# and so are the mma.sync kernels every other card runs (KV-outer's tiles and the index branch together).
-for kernel in q-outer part1 kv-outer; do
-  index=$([ "$kernel" = kv-outer ] && echo mma)  # empty: the default index kernel
-  forced="MSA_GPU_ATTEND_KERNEL=$kernel${index:+ MSA_GPU_INDEX_KERNEL=$index}"
-  MSA_GPU_INDEX_KERNEL=$index MSA_GPU_ATTEND_KERNEL=$kernel step "conformance_$kernel" 600 \
-    "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_DIR/gtest_conformance_$kernel.json"
-  NOTES[-1]="$forced: $(gtest_note "$OUT_DIR/gtest_conformance_$kernel.json")"
-  MSA_GPU_INDEX_KERNEL=$index MSA_GPU_ATTEND_KERNEL=$kernel step "gpu_tests_$kernel" 600 \
-    "$BUILD/tests/gpu_backend_test" --gtest_filter='GpuBackend.LowPrecision*:GpuBackend.Decode*:GpuProperty.*' \
-    --gtest_output=json:"$OUT_DIR/gtest_gpu_$kernel.json"
-  NOTES[-1]="$forced: $(gtest_note "$OUT_DIR/gtest_gpu_$kernel.json")"
+step gpu_plans 600 "$BUILD/tests/gpu_plans_test" --gtest_output=json:"$OUT_DIR/gtest_gpu_plans.json"
+NOTES[-1]="every runnable plan: $(gtest_note "$OUT_DIR/gtest_gpu_plans.json")"
+# The conformance suite under the plans the default one leaves out on this device (gpu/common/kernel_plan.h): the
+# other main-branch kernels, the mma.sync kernels every non-Hopper card runs, the threshold top-k on every chunk,
+# the general KV-outer lists and the per-sequence index branch on decode batches. A plan a case cannot run is
+# refused for that case (kernel plan: ... cannot run), which the conformance test reports as a failure: the gpu's
+# bf16/fp16 cases only (exact mode has one kernel per stage and refuses a low-precision one).
+for plan in attend=q-outer attend=gathered index=mma,attend=kv-outer topk=threshold lists=general batch=per-sequence; do
+  MSA_GPU_PLAN=$plan step "conformance_${plan//[=,]/_}" 600 \
+    "$BUILD/tests/conformance_test" --gtest_filter='*/gpu_bf16_*:*/gpu_fp16_*' \
+    --gtest_output=json:"$OUT_DIR/gtest_conformance_${plan//[=,]/_}.json"
+  NOTES[-1]="MSA_GPU_PLAN=$plan: $(gtest_note "$OUT_DIR/gtest_conformance_${plan//[=,]/_}.json")"
 done
-# The top-k takes RankTopKThreshold only on chunks with long rows (gpu_backend.cc ChooseTopKKernel), which the
-# conformance cases rarely have: forced on every chunk here (its bit-for-bit test vs RankTopK runs in gpu_tests).
-MSA_GPU_TOPK_KERNEL=fast step conformance_topk_fast 600 "$BUILD/tests/conformance_test" \
-  --gtest_output=json:"$OUT_DIR/gtest_conformance_topk_fast.json"
-NOTES[-1]="MSA_GPU_TOPK_KERNEL=fast: $(gtest_note "$OUT_DIR/gtest_conformance_topk_fast.json")"
-# KV-outer builds its lists directly where every sequence has one query (gpu_backend.cc ChooseKvLists): the general
-# lists, which the default run then skips on decode batches, forced here (direct vs general bit for bit: gpu_tests).
-MSA_GPU_KV_LISTS=general step conformance_kv_lists_general 600 "$BUILD/tests/conformance_test" \
-  --gtest_output=json:"$OUT_DIR/gtest_conformance_kv_lists_general.json"
-NOTES[-1]="MSA_GPU_KV_LISTS=general: $(gtest_note "$OUT_DIR/gtest_conformance_kv_lists_general.json")"
-# The index branch runs a decode batch as one batched chunk (gpu_backend.cc ChooseIndexBatch): the per-sequence
-# launches, which the default run then skips on decode batches, forced here (batched vs per-sequence: gpu_tests).
-MSA_GPU_INDEX_BATCH=per-sequence step conformance_index_per_sequence 600 "$BUILD/tests/conformance_test" \
-  --gtest_output=json:"$OUT_DIR/gtest_conformance_index_per_sequence.json"
-NOTES[-1]="MSA_GPU_INDEX_BATCH=per-sequence: $(gtest_note "$OUT_DIR/gtest_conformance_index_per_sequence.json")"
 
 MSA="$BUILD/oracle/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"
@@ -159,6 +142,11 @@ fi
 if [ -z "${QUICK:-}" ]; then
   step time_1m_chunk 600 "$G" time --k_len 1048576 --q_len 4096 --hq 64 --json "$WORK/time_1m.json"
   NOTES[-1]="M3 layer, last 4096 queries of a 1048576-token prefill, Hq 64"
+fi
+
+# The device code against the saved baseline, where one was given (scripts/device/compare_fatbins.py).
+if [ -n "${FATBIN_BASELINE:-}" ]; then
+  step fatbins 120 python3 scripts/device/compare_fatbins.py compare "$FATBIN_BASELINE" "$BUILD"
 fi
 
 # Summary: markdown table + JSON (the steps, and every gpu_check JSON object).

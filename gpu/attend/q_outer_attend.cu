@@ -1,11 +1,13 @@
-// Main branch of the low-precision mode on tensor cores, query-outer (issue 6): one CTA of 4 warps per
+// Main branch of the low-precision mode on tensor cores, query-outer: one CTA of 4 warps per
 // (query, group, 16 heads of the group) over the group's gathered keys, K and V streamed once through a
 // cp.async double buffer, the scores kept in shared memory in the storage format. Same rounding points as the
-// part-1 kernel (LowpAttend): scores R(R(dot) * scale), P = exp(s - m) / l rounded, O = P V in fp32.
+// gathered kernel (GatheredAttend): scores R(R(dot) * scale), P = exp(s - m) / l rounded, O = P V in fp32.
 #include <cmath>
 
+#include "gpu/attend/q_outer_layout.h"
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/mma.cuh"
+#include "gpu/common/mma.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -18,10 +20,10 @@ using mma::LoadMatrixX4;
 using mma::LoadMatrixX4Trans;
 using mma::Mma16816;
 
-constexpr int kDimPad = 128;              // head dims are zero-padded to this
-constexpr int kStride = kDimPad + 8;      // halves per smem row of Q, K, V: ldmatrix conflict-free
-constexpr int kKeyTile = 64;              // gathered keys per stage; warp w takes keys 16w..16w+15 of a tile
-constexpr int kWarps = 4;
+using q_outer::kDimPad;
+using q_outer::kKeyTile;
+using q_outer::kStride;
+using q_outer::kWarps;
 
 struct AttendLayout {
   int max_keys_pad = 0;  // top_k * bk rounded up to the key tile
@@ -29,16 +31,17 @@ struct AttendLayout {
   size_t keypos = 0, qs = 0, kv = 0, scores = 0, bytes = 0;
 };
 
+// The kernel's copy of q_outer::PlanLayout (gpu/attend/q_outer_layout.h).
 AttendLayout Layout(const AttendGeometry& g) {
+  const q_outer::SharedLayout s = q_outer::PlanLayout(g);
   AttendLayout l;
-  l.max_keys_pad = (g.top_k * g.bk + kKeyTile - 1) / kKeyTile * kKeyTile;
-  l.s_stride = l.max_keys_pad + 8;
-  l.keypos = (size_t(2 * g.top_k + 2) * 4 + 15) / 16 * 16;  // after blocks[top_k], prefix[top_k + 1], nb
-  l.qs = l.keypos + (size_t(l.max_keys_pad) * 4 + 15) / 16 * 16;
-  l.kv = l.qs + size_t(16) * kStride * 2;
-  l.scores = l.kv + size_t(2) * kKeyTile * kStride * 2;
-  const size_t score_bytes = size_t(16) * l.s_stride * 2, partial_bytes = size_t(kWarps) * 16 * kDimPad * 4;
-  l.bytes = l.scores + (score_bytes > partial_bytes ? score_bytes : partial_bytes);  // O partials reuse it
+  l.max_keys_pad = s.max_keys_pad;
+  l.s_stride = s.s_stride;
+  l.keypos = s.keypos;
+  l.qs = s.qs;
+  l.kv = s.kv;
+  l.scores = s.scores;
+  l.bytes = s.bytes;
   return l;
 }
 
@@ -265,15 +268,11 @@ __global__ void __launch_bounds__(kWarps * 32) QOuterAttendKernel(const uint16_t
 
 }  // namespace
 
-bool QOuterAttendFits(const AttendGeometry& g) {
-  if (g.d % 8 != 0 || g.dv % 8 != 0 || g.d > kDimPad || g.dv > kDimPad) return false;
-  return Layout(g).bytes <= size_t(MaxSharedBytes());
-}
-
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          double* out, double* lse) {
   if (g.total_q <= 0) return cudaSuccess;
+  if (!QOuterAttendFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   const AttendLayout lay = Layout(g);
   const int group = g.hq / g.hkv, head_tiles = (group + 15) / 16;
   const unsigned blocks = unsigned(g.total_q * g.hkv * head_tiles);

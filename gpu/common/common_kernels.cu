@@ -3,9 +3,9 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "gpu/fp16_score.cuh"
+#include "gpu/common/fp16_score.cuh"
 #include "gpu/kernels.h"
-#include "gpu/rank_row.cuh"
+#include "gpu/topk/rank_row.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -170,15 +170,15 @@ cudaError_t E4M3ToLowp(const uint8_t* src, int64_t n, int lowp, uint16_t* dst) {
   return cudaGetLastError();
 }
 
-cudaError_t FillDouble(double* dst, int64_t n, double value) {
+cudaError_t FillDouble(double* dst, int64_t n, double value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  FillKernel<double><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  FillKernel<double><<<CappedGrid(n), kThreads, 0, stream>>>(dst, n, value);
   return cudaGetLastError();
 }
 
-cudaError_t FillFloat(float* dst, int64_t n, float value) {
+cudaError_t FillFloat(float* dst, int64_t n, float value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  FillKernel<float><<<CappedGrid(n), kThreads>>>(dst, n, value);
+  FillKernel<float><<<CappedGrid(n), kThreads, 0, stream>>>(dst, n, value);
   return cudaGetLastError();
 }
 

@@ -24,10 +24,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "gpu/chunk.cuh"
+#include "gpu/common/chunk.cuh"
 #include "gpu/kernels.h"
-#include "gpu/mma.cuh"
-#include "gpu/wgmma.cuh"
+#include "gpu/common/mma.cuh"
+#include "gpu/common/wgmma.cuh"
 
 namespace msa::gpu::block_max {
 

@@ -1,9 +1,8 @@
 // Index branch block maxima on e4m3 (fp8) inputs with Hopper warpgroup MMA (sm_90a): BlockMaxScoresWgmma's
-// contract (gpu/block_max_wgmma.cu: entries written, causal clamp, bad rows, grid plan) on index_q / index_k stored
+// contract (gpu/index/block_max_wgmma.cu: entries written, causal clamp, bad rows, grid plan) on index_q / index_k stored
 // as OCP E4M3FN bytes, at twice the bf16 tensor-core rate. Not the same bits as the bf16 kernels: Hopper's fp8 MMA
-// adds with less than fp32 precision (kFp8IndexRelBound in gpu/kernels.h states the bound). gpu/fp8_index_first_run.sh
-// checks it against BlockMaxScores on the same e4m3 values (measured on the H200: at most 5.0e-4 of the 9.8e-4 bound,
-// bench/results/gpu_kernel_checks_2026-11-30.md).
+// adds with less than fp32 precision (kFp8IndexRelBound in gpu/common/geometry.h states the bound; the measured
+// errors are in docs/gpu-kernels.md).
 //
 // docs:begin gpu-block-max-fp8
 // BlockMaxFp8Kernel: BlockMaxWgmmaKernel's code (BlockMaxCta, gpu/block_max_wgmma.cuh) with 8-bit operands
@@ -35,14 +34,14 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/block_max_wgmma.cuh"
+#include "gpu/index/block_max_wgmma.cuh"
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/wgmma.cuh"
+#include "gpu/common/wgmma.cuh"
 
 namespace msa::gpu {
 namespace {
 
-constexpr float kE4M3Max = 448.0f;
 
 // The reduction of this kernel: per row one running block max, NaN sticky (max.NaN), which carries any
 // non-finite score into a written block max (no second chain: see "bad rows" above).
@@ -101,19 +100,14 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
 
 }  // namespace
 
-bool BlockMaxScoresFp8Fits(int di, int bk, float scale) {
-  // No dot of e4m3 values overflows once scaled (twice the largest |dot| still below FLT_MAX): the bad-row test
-  // above needs only the NaN-sticky max.
-  const bool no_overflow = double(scale) * 2.0 * di * double(kE4M3Max) * kE4M3Max <= double(FLT_MAX);
-  return di > 0 && di % 16 == 0 && di <= block_max::kDiPad && bk > 0 && bk % block_max::kHalfKeys == 0 &&
-         scale > 0.0f && no_overflow && block_max::SmemBytes<E4M3Operands>(2) <= size_t(MaxSharedBytes()) &&
-         DeviceIsSm90();
-}
+static_assert(block_max::SmemBytes<E4M3Operands>(2) == kBlockMaxFp8SmemBytes && block_max::kDiPad == kBlockMaxDiPad &&
+                  block_max::kHalfKeys == kBlockMaxKeyTile,
+              "BlockMaxScoresFp8Fits (gpu/common/kernel_fits.h)");
 
 cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, const ChunkGeometry& g, float scale,
                               float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
-  if (!BlockMaxScoresFp8Fits(g.di, g.bk, scale)) return cudaErrorNotSupported;
+  if (!BlockMaxScoresFp8Fits(g.di, g.bk, scale, CurrentDeviceCaps())) return cudaErrorNotSupported;
   // The kernel's 32-bit geometry (rows, key positions, block ends); no other kernel takes e4m3 inputs.
   constexpr int64_t kInt32Max = 2147483647;
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) return cudaErrorNotSupported;

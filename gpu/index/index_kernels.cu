@@ -1,13 +1,14 @@
-// Index branch of the low-precision mode at tensor-core speed (issue 6): block maxima of index_q . index_k
+// Index branch of the low-precision mode on tensor cores: block maxima of index_q . index_k
 // computed tile by tile with mma.sync m16n8k16 (fed by cp.async and ldmatrix), never materializing the token
 // scores, and an exp-free top-k with one warp per row. Both are deterministic (no atomics on values).
 #include <algorithm>
 #include <cmath>
 
-#include "gpu/chunk.cuh"
+#include "gpu/common/chunk.cuh"
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/mma.cuh"
-#include "gpu/rank_row.cuh"
+#include "gpu/common/mma.cuh"
+#include "gpu/topk/rank_row.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -24,6 +25,7 @@ constexpr int kSmemStride = kDiPad + 8;   // halves per smem row: 272 bytes, ldm
 constexpr int kKeyTile = 64;              // keys per pipeline stage
 constexpr int kStages = 3;
 constexpr int kWarps = 4;
+static_assert(kDiPad == kBlockMaxDiPad && kKeyTile == kBlockMaxKeyTile, "BlockMaxScoresFits (gpu/common/kernel_fits.h)");
 
 // docs:begin gpu-block-max BlockMaxScores: the index branch as a GEMM of the chunk's rows [rows, Di] (row
 // (t - t0) * Hidx + r is one index query) against index_k [keys, Di], reduced on the fly. A CTA of 4 warps
@@ -431,18 +433,12 @@ BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows) {
   return plan;
 }
 
-bool BlockMaxScoresFits(int di, int bk, float scale) {
-  return di % 8 == 0 && di <= kDiPad && bk % kKeyTile == 0 && scale > 0.0f;
-}
-
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
   if (lowp == kLowpBF16) return BlockMaxFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
   return BlockMaxFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
-
-bool RankTopKFits(int top_k) { return top_k <= 33; }
 
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream) {
   const int64_t rows = g.nq * g.hidx;
@@ -457,8 +453,6 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cud
   return cudaGetLastError();
 }
 
-
-bool RankTopKThresholdPaysOff(const ChunkGeometry& g) { return (g.pos0 + g.nq - 1) / g.bk + 1 >= 1024; }
 
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
   if (max_rows <= 0 || top_k <= 0) return 0;

@@ -1,6 +1,6 @@
 // Index branch block maxima on Hopper warpgroup MMA (sm_90a): the same contract and the same bits as
-// BlockMaxScores (gpu/index_kernels.cu), only the tile kernel differs. gpu/wgmma_index_first_run.sh checks the two
-// against each other on a device (the same bits on the H200, 63% of its bf16 GEMM rate at 128K). The kernel's code
+// BlockMaxScores (gpu/index/index_kernels.cu), only the tile kernel differs (tests/gpu_plans_test.cc compares the
+// two bit for bit; docs/gpu-kernels.md has its speed). The kernel's code
 // is gpu/block_max_wgmma.cuh (BlockMaxCta, shared with BlockMaxFp8Kernel) with the operand policy Lowp16Operands
 // and the reduction MaxMinFold below.
 //
@@ -15,8 +15,8 @@
 //   S = Q K^T  per tile and warpgroup 8 x wgmma m64n128k16, A from registers, B = the tile (descriptors), fp32
 //              accumulators zeroed first, k16 steps in ascending order: as the mma.sync kernel's c = 0,
 //              mma(k = 0), ..., mma(k = 7) (in SASS both first steps take the zero register RZ as C), so the
-//              same fp32 dot products, bit for bit: HGMMA and HMMA.16816 round a k16 step alike (measured on
-//              the H200 by gpu/wgmma_index_first_run.sh, as for the KV-outer wgmma tiles).
+//              same fp32 dot products, bit for bit: HGMMA and HMMA.16816 round a k16 step alike (checked on
+//              a device by tests/gpu_plans_test.cc, as for the KV-outer wgmma tiles).
 //   overlap    two accumulator sets: the wgmma of tile i + 1 is issued before the reduction of tile i
 //              (wgmma.wait_group 1), as FlashAttention-3 overlaps softmax with the next GEMM.
 //   reduction  per 64-key half of a tile (block_size is a multiple of 64, so a half never straddles two
@@ -44,9 +44,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/block_max_wgmma.cuh"
+#include "gpu/index/block_max_wgmma.cuh"
+#include "gpu/common/device_query.h"
 #include "gpu/kernels.h"
-#include "gpu/wgmma.cuh"
+#include "gpu/common/wgmma.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -123,15 +124,14 @@ cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, c
 
 }  // namespace
 
-bool BlockMaxScoresWgmmaFits(int di, int bk, float scale) {
-  return BlockMaxScoresFits(di, bk, scale) &&
-         block_max::SmemBytes<Lowp16Operands<kLowpBF16>>(2) <= size_t(MaxSharedBytes()) && DeviceIsSm90();
-}
+static_assert(block_max::SmemBytes<Lowp16Operands<kLowpBF16>>(2) == kBlockMaxWgmmaSmemBytes &&
+                  block_max::SmemBytes<Lowp16Operands<kLowpF16>>(2) == kBlockMaxWgmmaSmemBytes,
+              "BlockMaxScoresWgmmaFits (gpu/common/kernel_fits.h)");
 
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
-  if (!BlockMaxScoresWgmmaFits(g.di, g.bk, scale)) return cudaErrorNotSupported;
+  if (!BlockMaxScoresWgmmaFits(g.di, g.bk, scale, CurrentDeviceCaps())) return cudaErrorNotSupported;
   // The kernel's 32-bit geometry (rows, key positions, block ends): past it (a 2^31-key sequence), the mma.sync
   // kernel, which computes the same bits.
   constexpr int64_t kInt32Max = 2147483647;

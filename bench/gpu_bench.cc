@@ -1,0 +1,366 @@
+// gpu_bench (host side; its device helpers are bench/gpu_bench_checks.cu): times the gpu pipeline (gpu/common/pipeline.h, the backend's own) on device-resident random inputs at
+// M3 shapes (Hq 64, Hkv = Hidx 4, D = Dv = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or
+// transfers, under the kernel plan PlanKernels makes of the request (plan keys on the command line, or MSA_GPU_PLAN).
+// Each stage (index kernel, top-k, main branch) is timed with CUDA events after a warm-up, the median of the
+// repetitions; a KV-outer main branch is also captured in a CUDA graph and its replays timed, and in decode the whole
+// step (index, top-k, main branch) too. Outputs are poisoned before every repetition and checked after the last one
+// (every selection row valid, no NaN left in out / lse; exit status 1 otherwise). The cross-kernel comparisons
+// (wgmma vs mma, threshold vs warp, batched vs per-sequence, direct vs general lists, fp8 within its bound) are the
+// plan-parameterised GPU test's (tests/gpu_plans_test.cc). Prints one JSON object, "plan" the plan that ran.
+//
+//   gpu_bench prefill N [reps] [key=value ...]          one causal sequence of N tokens
+//   gpu_bench decode L [reps] [batch=B] [q_len=Q] [key=value ...]   B sequences of L keys, Q queries each (1)
+//   key=value: index, batch, topk, lists, attend (gpu/common/kernel_plan.h ParseKernelPlan); index=fp8 rounds the
+//   index inputs to e4m3 values first (index_format e4m3).
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "gpu/common/device_buffer.h"
+#include "gpu/common/device_query.h"
+#include "gpu/common/kernel_plan.h"
+#include "gpu/common/pipeline.h"
+#include "bench/gpu_bench_checks.h"
+
+namespace msa::gpu {
+namespace {
+
+using bench::CountBadSelections;
+using bench::CountNonFinite;
+using bench::FillUniformBf16;
+
+constexpr int kHq = 64, kHkv = 4, kDim = 128, kBk = 128, kTopK = 16;
+
+#define BENCH_CHECK(expr)                                                                       \
+  do {                                                                                          \
+    const cudaError_t bench_error_ = (expr);                                                    \
+    if (bench_error_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "gpu_bench: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__,    \
+                   cudaGetErrorString(bench_error_));                                           \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (false)
+
+#define BENCH_OK(expr)                                                                          \
+  do {                                                                                          \
+    const ::msa::Status bench_status_ = (expr);                                                 \
+    if (!bench_status_.ok()) {                                                                  \
+      std::fprintf(stderr, "gpu_bench: %s\n", bench_status_.message().c_str());                 \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (false)
+
+template <typename T>
+DeviceBuffer<T> Allocate(int64_t count, const char* name) {
+  DeviceBuffer<T> buffer;
+  BENCH_OK(buffer.Allocate(count, name));
+  return buffer;
+}
+
+DeviceBuffer<uint16_t> RandomBf16(int64_t n, uint64_t seed, const char* name) {
+  DeviceBuffer<uint16_t> buffer = Allocate<uint16_t>(n, name);
+  BENCH_CHECK(FillUniformBf16(buffer.get(), n, seed));
+  return buffer;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// Sums the device time of the launches between Begin() and End() over one repetition.
+class PhaseTimer {
+ public:
+  PhaseTimer() {
+    BENCH_CHECK(cudaEventCreate(&start_));
+    BENCH_CHECK(cudaEventCreate(&stop_));
+  }
+  ~PhaseTimer() {
+    cudaEventDestroy(start_);
+    cudaEventDestroy(stop_);
+  }
+  void Begin(cudaStream_t stream) { BENCH_CHECK(cudaEventRecord(start_, stream)); }
+  void End(cudaStream_t stream) {
+    BENCH_CHECK(cudaEventRecord(stop_, stream));
+    BENCH_CHECK(cudaEventSynchronize(stop_));
+    float ms = 0;
+    BENCH_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+    sum_ms_ += ms;
+  }
+  double TakeMs() { return std::exchange(sum_ms_, 0.0); }
+
+ private:
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  double sum_ms_ = 0;
+};
+
+// The work `enqueue()` puts on `stream`, captured once as a CUDA graph and replayed reps + 1 times (the first
+// untimed), `prepare()` (poisoning outputs) and a device synchronization before each replay: the median replay time.
+template <class Enqueue, class Prepare>
+double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+  enqueue();
+  BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
+  BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  std::vector<double> graph_ms;
+  for (int rep = -1; rep < reps; ++rep) {
+    prepare();
+    BENCH_CHECK(cudaDeviceSynchronize());
+    timer.Begin(stream);
+    BENCH_CHECK(cudaGraphLaunch(exec, stream));
+    timer.End(stream);
+    const double ms = timer.TakeMs();
+    if (rep >= 0) graph_ms.push_back(ms);
+  }
+  BENCH_CHECK(cudaGraphExecDestroy(exec));
+  BENCH_CHECK(cudaGraphDestroy(graph));
+  return Median(graph_ms);
+}
+
+// Whether every kernel of the plan enqueues on the given stream (gpu/common/pipeline.h): then it can be captured.
+bool CapturesOnStream(const KernelPlan& plan) {
+  const bool index = plan.index == IndexKernel::kMma || plan.index == IndexKernel::kWgmma ||
+                     plan.index == IndexKernel::kFp8;
+  const bool topk = plan.topk == TopKKernel::kWarp || plan.topk == TopKKernel::kThreshold;
+  return index && topk;
+}
+
+struct Shape {
+  bool decode = false;
+  int64_t q_len = 0, k_len = 0, batch = 1;
+};
+
+struct Result {
+  std::string plan;
+  double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0, step_graph_ms = 0;
+  uint64_t bad_rows = 0, nonfinite = 0;
+};
+
+Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
+  const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
+  const int64_t total_k = shape.batch * k_len, pos0 = k_len - q_len, max_blocks = (k_len + kBk - 1) / kBk;
+  Config config;
+  config.num_q_heads = kHq;
+  config.num_kv_heads = kHkv;
+  config.head_dim = config.value_dim = config.index_head_dim = kDim;
+  config.block_size = kBk;
+  config.top_k = kTopK;
+  config.pooling = Pooling::kMax;
+  config.precision = Precision::kBf16;
+  if (requested.index == IndexKernel::kFp8) config.index_format = IndexFormat::kE4M3;
+  std::vector<int32_t> cu_q(shape.batch + 1), cu_k(shape.batch + 1);
+  for (int64_t b = 0; b <= shape.batch; ++b) {
+    cu_q[b] = int32_t(b * q_len);
+    cu_k[b] = int32_t(b * k_len);
+  }
+  const Batch batch{cu_q, cu_k};
+  const KernelShapes shapes = ShapesOf(config, batch);
+  KernelPlan plan;
+  BENCH_OK(PlanKernels(config, shapes, CurrentDeviceCaps(), requested, &plan));
+
+  DeviceBuffer<uint16_t> index_q = RandomBf16(total_q * kHkv * kDim, 1, "index_q");  // [total_q, Hidx, Di]
+  DeviceBuffer<uint16_t> index_k = RandomBf16(total_k * kDim, 2, "index_k");         // [total_k, Di]
+  DeviceBuffer<uint16_t> q = RandomBf16(total_q * kHq * kDim, 3, "q");               // [total_q, Hq, D]
+  DeviceBuffer<uint16_t> k = RandomBf16(total_k * kHkv * kDim, 4, "k");              // [total_k, Hkv, D]
+  DeviceBuffer<uint16_t> v = RandomBf16(total_k * kHkv * kDim, 5, "v");              // [total_k, Hkv, Dv]
+  DeviceBuffer<uint8_t> index_q8, index_k8;  // index=fp8: the e4m3 values; the bf16 copies hold the same numbers
+  if (plan.index == IndexKernel::kFp8) {
+    BENCH_OK(index_q8.Allocate(total_q * kHkv * kDim, "index_q e4m3"));
+    BENCH_OK(index_k8.Allocate(total_k * kDim, "index_k e4m3"));
+    BENCH_CHECK(RoundToE4M3(index_q.get(), kInBF16, total_q * kHkv * kDim, index_q8.get()));
+    BENCH_CHECK(RoundToE4M3(index_k.get(), kInBF16, total_k * kDim, index_k8.get()));
+    BENCH_CHECK(E4M3ToLowp(index_q8.get(), total_q * kHkv * kDim, kLowpBF16, index_q.get()));
+    BENCH_CHECK(E4M3ToLowp(index_k8.get(), total_k * kDim, kLowpBF16, index_k.get()));
+  }
+  DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");  // [Hidx, total_q, top_k]
+  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
+  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
+  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(4, "flags");  // 2 index flags, 2 counts
+  std::vector<int64_t> position(total_q), key_begin(total_q);
+  std::vector<int32_t> first_block(total_q);
+  for (int64_t t = 0; t < total_q; ++t) {
+    position[t] = pos0 + t % q_len;
+    key_begin[t] = (t / q_len) * k_len;
+    first_block[t] = int32_t((t / q_len) * max_blocks);
+  }
+  DeviceBuffer<int64_t> d_position = Allocate<int64_t>(total_q, "positions");
+  DeviceBuffer<int64_t> d_key_begin = Allocate<int64_t>(total_q, "key offsets");
+  DeviceBuffer<int32_t> d_first_block = Allocate<int32_t>(total_q, "block offsets");
+  BENCH_CHECK(cudaMemcpy(d_position.get(), position.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_key_begin.get(), key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  BENCH_CHECK(cudaMemcpy(d_first_block.get(), first_block.data(), size_t(total_q) * 4, cudaMemcpyHostToDevice));
+
+  SelectWorkspace select_ws;
+  BENCH_OK(AllocateSelectWorkspace(config, batch, plan, /*want_lse=*/false, &select_ws));
+  AttendWorkspace attend_ws;
+  BENCH_OK(AllocateAttendWorkspace(config, shapes, plan, &attend_ws));
+  const DeviceIndexInputs index_inputs{nullptr, nullptr, index_q.get(), index_k.get(), index_q8.get(), index_k8.get()};
+  const DeviceSelection selection{topk.get(), nullptr, flags.get()};
+  const DeviceAttendInputs attend_inputs{nullptr,     nullptr,     nullptr,    q.get(),          k.get(),
+                                         v.get(),     topk.get(), d_position.get(), d_key_begin.get(),
+                                         d_first_block.get()};
+  const DeviceAttendOutputs attend_outputs{out.get(), lse.get()};
+  cudaStream_t stream;
+  BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  BENCH_CHECK(cudaDeviceSynchronize());
+
+  PhaseTimer index_timer, topk_timer, main_timer;
+  StageHooks hooks;
+  hooks.begin = [&](Stage s) { (s == Stage::kIndex ? index_timer : topk_timer).Begin(stream); };
+  hooks.end = [&](Stage s) { (s == Stage::kIndex ? index_timer : topk_timer).End(stream); };
+  const auto poison_outputs = [&] {
+    BENCH_CHECK(cudaMemset(out.get(), 0xff, size_t(total_q * kHq * kDim) * 8));  // NaN
+    BENCH_CHECK(cudaMemset(lse.get(), 0xff, size_t(total_q * kHq) * 8));
+  };
+  const auto poison_selection = [&] {
+    BENCH_CHECK(cudaMemset(topk.get(), 0x7f, size_t(kHkv * total_q * kTopK) * 4));
+    BENCH_CHECK(cudaMemset(flags.get(), 0xff, 2 * 8));  // no bad row, no overflow: all ones
+  };
+  std::vector<double> index_ms, topk_ms, main_ms;
+  for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up
+    poison_selection();
+    poison_outputs();
+    BENCH_CHECK(cudaDeviceSynchronize());
+    BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream, {}, hooks));
+    main_timer.Begin(stream);
+    BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream));
+    main_timer.End(stream);
+    const double i_ms = index_timer.TakeMs(), t_ms = topk_timer.TakeMs(), m_ms = main_timer.TakeMs();
+    if (rep >= 0) {
+      index_ms.push_back(i_ms);
+      topk_ms.push_back(t_ms);
+      main_ms.push_back(m_ms);
+    }
+  }
+  Result result;
+  result.plan = FormatKernelPlan(plan);
+  result.index_ms = Median(index_ms);
+  result.topk_ms = Median(topk_ms);
+  result.main_ms = Median(main_ms);
+  const bool kv_outer = plan.attend == AttendKernel::kKvOuter || plan.attend == AttendKernel::kKvOuterWgmma;
+  if (kv_outer) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
+    result.main_graph_ms = GraphReplayMs(
+        stream, reps, main_timer,
+        [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
+        poison_outputs);
+  }
+  if (kv_outer && shape.decode && CapturesOnStream(plan)) {  // the whole decode step as one graph
+    result.step_graph_ms = GraphReplayMs(
+        stream, reps, main_timer,
+        [&] {
+          BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream));
+          BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream));
+        },
+        [&] {
+          poison_selection();
+          poison_outputs();
+        });
+  }
+  BENCH_CHECK(cudaMemset(flags.get() + 2, 0, 2 * 8));
+  BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
+  BENCH_CHECK(CountNonFinite(out.get(), total_q * kHq * kDim, flags.get() + 3));
+  BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
+  unsigned long long host_flags[4];
+  BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
+  result.bad_rows = host_flags[2] + (host_flags[0] != ~0ull);  // a non-finite index score counts as one
+  result.nonfinite = host_flags[3];
+  BENCH_CHECK(cudaStreamDestroy(stream));
+  return result;
+}
+
+// Keys the main branch reads for one sequence's query positions [pos0, pos0 + q_len): the selected blocks'
+// visible keys.
+double SelectedKeys(int64_t q_len, int64_t pos0) {
+  double sum = 0;
+  for (int64_t t = 0; t < q_len; ++t) {
+    const int64_t pos = pos0 + t, local = pos / kBk;
+    const int64_t blocks = std::min<int64_t>(local + 1, kTopK);
+    sum += double((blocks - 1) * kBk + (pos % kBk + 1));
+  }
+  return sum;
+}
+
+}  // namespace
+}  // namespace msa::gpu
+
+int main(int argc, char** argv) {
+  using namespace msa::gpu;
+  if (argc < 3) {
+    std::fprintf(stderr,
+                 "usage: gpu_bench prefill N [reps] [index=...] [batch=...] [topk=...] [lists=...] [attend=...]\n"
+                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [plan keys as above]\n");
+    return 2;
+  }
+  const std::string mode = argv[1];
+  const int64_t n = std::atoll(argv[2]);
+  const int reps = argc > 3 ? std::atoi(argv[3]) : 5;
+  Shape shape;
+  shape.decode = mode == "decode";
+  shape.q_len = shape.decode ? 1 : n;
+  shape.k_len = n;
+  std::string plan_text;  // the plan keys, as MSA_GPU_PLAN spells them
+  for (int i = 4; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (shape.decode && arg.rfind("batch=", 0) == 0 && arg != "batch=batched" && arg != "batch=per-sequence" &&
+        arg != "batch=auto") {
+      shape.batch = std::atoll(arg.c_str() + 6);
+    } else if (arg.rfind("q_len=", 0) == 0) {
+      shape.q_len = std::atoll(arg.c_str() + 6);
+    } else {
+      plan_text += (plan_text.empty() ? "" : ",") + arg;
+    }
+  }
+  if (mode != "prefill" && mode != "decode") {
+    std::fprintf(stderr, "gpu_bench: the mode is prefill or decode, not %s\n", mode.c_str());
+    return 2;
+  }
+  if (shape.batch < 1 || shape.q_len < 1 || shape.q_len > shape.k_len) {
+    std::fprintf(stderr, "gpu_bench: need batch >= 1 and 1 <= q_len <= N\n");
+    return 2;
+  }
+  KernelPlan requested;
+  if (!plan_text.empty()) {
+    const msa::Status status = ParseKernelPlan(plan_text, &requested);
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpu_bench: %s\n", status.message().c_str());
+      return 2;
+    }
+  } else {
+    const msa::Status status = RequestedKernelPlan(&requested);  // MSA_GPU_PLAN
+    if (!status.ok()) {
+      std::fprintf(stderr, "gpu_bench: %s\n", status.message().c_str());
+      return 2;
+    }
+  }
+  const Result r = Run(shape, requested, reps);
+  const bool prefill = !shape.decode;
+  const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
+  // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
+  // and group, 2 FLOPs each, half the square), main 4 * Hq * D * sum |S_t|.
+  const double index_flops = prefill ? double(kHkv) * kDim * double(n) * double(n)
+                                     : 2.0 * kHkv * kDim * double(n) * double(shape.q_len * shape.batch);
+  const double main_flops = 4.0 * kHq * kDim * keys;
+  // Bytes a decode step must read: index keys, the index and main queries, K and V of the selected keys
+  // (counted once per query: the q_len queries of a sequence may share blocks).
+  const double decode_bytes =
+      double(shape.batch) * (double(n) * kDim * 2 + double(shape.q_len) * (kHkv + kHq) * kDim * 2) +
+      keys * kHkv * kDim * 2 * 2;
+  std::printf(
+      "{\"mode\": \"%s\", \"plan\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
+      "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
+      "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
+      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
+      mode.c_str(), r.plan.c_str(), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps,
+      r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms,
+      index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
+  return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
+}

@@ -1,0 +1,187 @@
+// Every runnable kernel plan of the gpu backend (gpu/common/kernel_plan.h) on a set of shapes, each against the FP64
+// reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan passing the
+// oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit for bit
+// (index mma = wgmma, topk warp = threshold, batch per-sequence = batched, lists general = direct, attend kv-outer
+// = kv-outer-wgmma). The plans come from PlanKernels over every combination of requested values on this device: a
+// plan it refuses is not run (and never replaced), so no kernel is compared with itself. Without a usable CUDA
+// device every test skips saying why.
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu/common/kernel_plan.h"
+#include "oracle/cases.h"
+#include "oracle/compare.h"
+#include "oracle/problem.h"
+
+#if defined(MSA_HAVE_CUDA)
+#include "gpu/common/device_query.h"
+#endif
+
+namespace msa {
+namespace {
+
+const Backend* Gpu() { return FindBackend("gpu"); }
+
+#define MSA_REQUIRE_GPU()                                                                                      \
+  do {                                                                                                         \
+    if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)";     \
+    if (!Gpu()->is_available()) GTEST_SKIP() << "gpu backend compiled in, but no usable CUDA device "          \
+                                                "(compute capability 8.0 or newer) is present";                \
+  } while (false)
+
+template <typename T>
+int64_t BitDiffs(const std::vector<T>& a, const std::vector<T>& b) {
+  if (a.size() != b.size()) return -1;
+  int64_t count = 0;
+  for (size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
+  return count;
+}
+
+void ExpectSameBits(const Outputs& expected, const Outputs& got, const std::string& what) {
+  EXPECT_EQ(BitDiffs(expected.topk_indices, got.topk_indices), 0) << what << ": topk_indices";
+  EXPECT_EQ(BitDiffs(expected.block_scores, got.block_scores), 0) << what << ": block_scores";
+  EXPECT_EQ(BitDiffs(expected.index_lse, got.index_lse), 0) << what << ": index_lse";
+  EXPECT_EQ(BitDiffs(expected.out, got.out), 0) << what << ": out";
+  EXPECT_EQ(BitDiffs(expected.lse, got.lse), 0) << what << ": lse";
+}
+
+// The shapes: a prefill with a ragged second sequence (max pooling), a decode batch (one query per sequence, one
+// sequence without queries), a multi-token decode, rows past 1024 blocks (the threshold top-k's range), lse and mean
+// pooling, e4m3 index inputs, and a top_k * block_size past KV-outer's and Q-outer's limits.
+std::vector<TestCase> PlanCases() {
+  std::vector<TestCase> cases;
+  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
+    cases.push_back({CaseName(kind, spec), std::move(spec)});
+  };
+  add("plan_prefill", MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{300, 300}, {3, 2000}}, DType::kBF16, 501));
+  add("plan_decode", MakeSpec(16, 4, 64, 64, 8, 1, Pooling::kMax, {{1, 500}, {1, 3000}, {0, 100}, {1, 64}, {1, 1}},
+                              DType::kBF16, 502));
+  add("plan_multi_decode", MakeSpec(8, 2, 64, 64, 8, 0, Pooling::kMax, {{4, 900}, {2, 2500}}, DType::kBF16, 503));
+  add("plan_long_rows", MakeSpec(4, 2, 64, 64, 8, 0, Pooling::kMax, {{2, 66000}, {1, 70000}}, DType::kBF16, 504));
+  add("plan_lse", MakeSpec(8, 4, 64, 64, 8, 0, Pooling::kLse, {{100, 400}}, DType::kBF16, 505));
+  add("plan_mean", MakeSpec(8, 4, 64, 64, 8, 0, Pooling::kMean, {{100, 400}}, DType::kBF16, 506));
+  ProblemSpec e4m3 = MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{200, 900}, {1, 700}}, DType::kBF16, 507);
+  e4m3.config.index_format = IndexFormat::kE4M3;
+  add("plan_e4m3", e4m3);
+  add("plan_wide_top_k", MakeSpec(8, 4, 64, 256, 40, 0, Pooling::kMax, {{40, 9000}}, DType::kBF16, 508));
+  return cases;
+}
+
+// Every plan PlanKernels accepts for `config` on this device, keyed by its text (distinct concrete plans).
+std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const Batch& batch) {
+  std::map<std::string, gpu::KernelPlan> plans;
+#if defined(MSA_HAVE_CUDA)
+  const gpu::KernelShapes shapes = gpu::ShapesOf(config, batch);
+  for (const gpu::KernelPlan& requested : gpu::AllRequestablePlans()) {
+    gpu::KernelPlan plan;
+    if (gpu::PlanKernels(config, shapes, gpu::CurrentDeviceCaps(), requested, &plan).ok()) {
+      plans[gpu::FormatKernelPlan(plan)] = plan;
+    }
+  }
+#else
+  (void)config;
+  (void)batch;
+#endif
+  return plans;
+}
+
+// The class of plans whose kernels give the same bits: each claimed twin mapped to one representative.
+std::string BitClass(gpu::KernelPlan plan) {
+  using namespace gpu;
+  if (plan.index == IndexKernel::kWgmma) plan.index = IndexKernel::kMma;
+  if (plan.topk == TopKKernel::kThreshold) plan.topk = TopKKernel::kWarp;
+  plan.batch = IndexBatch::kPerSequence;
+  if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
+  if (plan.attend == AttendKernel::kKvOuterWgmma) plan.attend = AttendKernel::kKvOuter;
+  return FormatKernelPlan(plan);
+}
+
+// Runs the gpu under `plan` (SetKernelPlanForTest) and checks that the plan that ran is the one asked for.
+Status RunUnderPlan(const Problem& problem, const gpu::KernelPlan& plan, Outputs* outputs) {
+  gpu::SetKernelPlanForTest(plan);
+  outputs->Allocate(problem);
+  Status status = Select(*Gpu(), problem.config, problem.index_inputs(), outputs->selection_outputs());
+  if (status.ok()) {
+    EXPECT_EQ(Gpu()->last_plan(), gpu::FormatSelectPlan(plan));
+    status = Attend(*Gpu(), problem.config, problem.attention_inputs(),
+                    SelectionView{outputs->topk_indices.data()}, outputs->attention_outputs());
+    if (status.ok()) {
+      EXPECT_EQ(Gpu()->last_plan(), gpu::FormatAttendPlan(plan));
+    }
+  }
+  gpu::SetKernelPlanForTest(std::nullopt);
+  return status;
+}
+
+class GpuPlans : public ::testing::TestWithParam<Precision> {};
+
+TEST_P(GpuPlans, EveryRunnablePlanPassesTheOracleAndClaimedTwinsAgreeBitForBit) {
+  MSA_REQUIRE_GPU();
+  const Precision precision = GetParam();
+  int64_t runs = 0, twins = 0;
+  for (const TestCase& test_case : PlanCases()) {
+    Problem problem = GenerateProblem(test_case.spec);
+    Outputs reference;
+    ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
+    problem.config.precision = precision;
+    std::map<std::string, Outputs> first_of_class;
+    for (const auto& [name, plan] : RunnablePlans(problem.config, problem.batch())) {
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", " + name;
+      Outputs outputs;
+      const Status status = RunUnderPlan(problem, plan, &outputs);
+      ASSERT_TRUE(status.ok()) << what << ": " << status.message();
+      ++runs;
+      if (precision == Precision::kExact) {
+        ExpectSameBits(reference, outputs, what + " vs the reference");
+      } else {
+        JudgeOptions options;
+        options.precision = precision;
+        Verdict verdict;
+        ASSERT_TRUE(Judge(problem, reference,
+                          Candidate{outputs.topk_indices, outputs.out, outputs.lse, outputs.index_lse}, options,
+                          &verdict).ok());
+        EXPECT_TRUE(verdict.passed()) << what << "\n" << FormatVerdict(verdict);
+      }
+      const std::string bit_class = BitClass(plan);
+      const auto first = first_of_class.find(bit_class);
+      if (first == first_of_class.end()) {
+        first_of_class.emplace(bit_class, std::move(outputs));
+      } else {
+        ExpectSameBits(first->second, outputs, what + " vs its twin " + bit_class);
+        ++twins;
+      }
+    }
+  }
+  std::printf("%s: %lld runnable plans run, %lld compared bit for bit with a twin\n",
+              std::string(PrecisionName(precision)).c_str(), static_cast<long long>(runs),
+              static_cast<long long>(twins));
+}
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuPlans,
+                         ::testing::Values(Precision::kExact, Precision::kBf16, Precision::kFp16),
+                         [](const ::testing::TestParamInfo<Precision>& info) {
+                           return std::string(PrecisionName(info.param));
+                         });
+
+// A plan the planner refuses is refused by the backend with the planner's message (never replaced by another).
+TEST(GpuPlans, ARefusedPlanIsRefusedByTheBackendNotReplaced) {
+  MSA_REQUIRE_GPU();
+  Problem problem = GenerateProblem(PlanCases().front().spec);
+  problem.config.precision = Precision::kBf16;
+  gpu::KernelPlan plan;
+  plan.index = gpu::IndexKernel::kExact;  // exact kernels at bf16
+  gpu::SetKernelPlanForTest(plan);
+  Outputs outputs;
+  const Status status = RunBackend(*Gpu(), problem, &outputs);
+  gpu::SetKernelPlanForTest(std::nullopt);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(status.message().find("index=exact cannot run"), std::string::npos) << status.message();
+}
+
+}  // namespace
+}  // namespace msa

@@ -1,0 +1,289 @@
+// The gpu backend's kernel planner (gpu/common/kernel_plan.h) on the CPU, no device needed: the plan of every shape
+// class, a forced request of each value where it runs and where it is refused (the refusal names the stage and the
+// value), and the MSA_GPU_PLAN grammar.
+#include "gpu/common/kernel_plan.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gpu/common/device_caps.h"
+
+namespace msa::gpu {
+namespace {
+
+Config Lowp(Precision precision = Precision::kBf16) {
+  Config c;  // M3: Hq 64, Hkv 4, D = Dv = Di 128, Bk 128, top_k 16, max pooling
+  c.precision = precision;
+  return c;
+}
+
+// One causal prefill of n tokens, or `batch` decodes of q_len queries over k_len keys.
+struct Lengths {
+  std::vector<int32_t> q, k;
+};
+Lengths Prefill(int32_t n) { return {{0, n}, {0, n}}; }
+Lengths Decode(int32_t batch, int32_t q_len, int32_t k_len) {
+  Lengths l;
+  for (int32_t b = 0; b <= batch; ++b) {
+    l.q.push_back(b * q_len);
+    l.k.push_back(b * k_len);
+  }
+  return l;
+}
+
+Status Plan(const Config& config, const Lengths& lengths, const DeviceCaps& caps, const KernelPlan& requested,
+            KernelPlan* plan) {
+  const Batch batch{lengths.q, lengths.k};
+  return PlanKernels(config, ShapesOf(config, batch), caps, requested, plan);
+}
+
+KernelPlan Auto(const Config& config, const Lengths& lengths, const DeviceCaps& caps = kH200Caps) {
+  KernelPlan plan;
+  const Status status = Plan(config, lengths, caps, {}, &plan);
+  EXPECT_TRUE(status.ok()) << status.message();
+  return plan;
+}
+
+KernelPlan Parsed(const std::string& text) {
+  KernelPlan plan;
+  const Status status = ParseKernelPlan(text, &plan);
+  EXPECT_TRUE(status.ok()) << text << ": " << status.message();
+  return plan;
+}
+
+// The refusal of `request` names the stage and the value of its last key=value ("kernel plan: index=wgmma cannot
+// run: ..."), the one that cannot run.
+void ExpectRefused(const Config& config, const Lengths& lengths, const DeviceCaps& caps, const std::string& request,
+                   const std::string& reason_part) {
+  KernelPlan plan;
+  const Status status = Plan(config, lengths, caps, Parsed(request), &plan);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << request;
+  const std::string refused = request.substr(request.rfind(',') + 1);  // npos + 1 == 0: the whole request
+  EXPECT_NE(status.message().find(refused + " cannot run"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find(reason_part), std::string::npos) << status.message();
+}
+
+void ExpectRuns(const Config& config, const Lengths& lengths, const DeviceCaps& caps, const std::string& request,
+                const std::string& expected) {
+  KernelPlan plan;
+  const Status status = Plan(config, lengths, caps, Parsed(request), &plan);
+  ASSERT_TRUE(status.ok()) << request << ": " << status.message();
+  EXPECT_EQ(FormatKernelPlan(plan), expected) << request;
+}
+
+TEST(KernelPlan, ExactModeTakesTheCanonicalKernelsOnEveryDevice) {
+  for (const DeviceCaps& caps : {kH200Caps, kA100Caps}) {
+    EXPECT_EQ(FormatKernelPlan(Auto(Lowp(Precision::kExact), Prefill(4096), caps)),
+              "index=exact,batch=per-sequence,topk=exact,lists=-,attend=exact");
+    EXPECT_EQ(FormatKernelPlan(Auto(Lowp(Precision::kExact), Decode(8, 1, 4096), caps)),
+              "index=exact,batch=per-sequence,topk=exact,lists=-,attend=exact");
+  }
+}
+
+TEST(KernelPlan, LowPrecisionPrefillWithMaxPoolingTakesWgmmaOnSm90AndMmaOnSm80) {
+  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Prefill(32768))),
+            "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(Precision::kFp16), Prefill(32768), kA100Caps)),
+            "index=mma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer");
+}
+
+TEST(KernelPlan, LongRowsTakeTheThresholdTopK) {
+  // 1024 blocks of 128 keys: the longest row sees 1024 blocks.
+  EXPECT_EQ(Auto(Lowp(), Prefill(1024 * 128)).topk, TopKKernel::kThreshold);
+  EXPECT_EQ(Auto(Lowp(), Prefill(1024 * 128 - 128)).topk, TopKKernel::kWarp);
+}
+
+TEST(KernelPlan, E4M3IndexInputsTakeTheFp8KernelOnSm90Only) {
+  Config config = Lowp();
+  config.index_format = IndexFormat::kE4M3;
+  EXPECT_EQ(Auto(config, Prefill(8192)).index, IndexKernel::kFp8);
+  EXPECT_EQ(Auto(config, Prefill(8192)).batch, IndexBatch::kPerSequence);
+  EXPECT_EQ(Auto(config, Decode(4, 1, 8192)).batch, IndexBatch::kPerSequence);  // fp8 takes no batched chunk
+  EXPECT_EQ(Auto(config, Prefill(8192), kA100Caps).index, IndexKernel::kMma);
+  config.index_head_dim = 120;  // a multiple of 8, not of 16: the block-max kernels, not fp8
+  EXPECT_EQ(Auto(config, Prefill(8192)).index, IndexKernel::kWgmma);
+}
+
+TEST(KernelPlan, LseAndMeanPoolingTakeTheScalarIndexKernels) {
+  Config config = Lowp();
+  config.pooling = Pooling::kLse;
+  EXPECT_EQ(Auto(config, Prefill(4096)).index, IndexKernel::kTokenScores);
+  EXPECT_EQ(Auto(config, Decode(8, 1, 4096)).batch, IndexBatch::kPerSequence);
+  config.pooling = Pooling::kMean;
+  EXPECT_EQ(Auto(config, Prefill(4096)).index, IndexKernel::kMeanKeys);
+}
+
+TEST(KernelPlan, DimsPast128TakeTheGeneralKernels) {
+  Config config = Lowp();
+  config.head_dim = config.value_dim = config.index_head_dim = 192;
+  const KernelPlan plan = Auto(config, Prefill(4096));
+  EXPECT_EQ(plan.index, IndexKernel::kTokenScores);
+  EXPECT_EQ(plan.attend, AttendKernel::kGathered);
+  EXPECT_EQ(plan.lists, KvLists::kNone);
+}
+
+TEST(KernelPlan, TopKTimesBlockSizePastSharedMemoryTakesTheGatheredKernel) {
+  Config config = Lowp();
+  config.top_k = 128;  // past KV-outer's 32 and the insertion top-k past the warp kernels' 33
+  config.block_size = 256;  // Q-outer's scores of 32768 keys do not fit 227 KiB
+  const KernelPlan plan = Auto(config, Prefill(65536));
+  EXPECT_EQ(plan.attend, AttendKernel::kGathered);
+  EXPECT_EQ(plan.topk, TopKKernel::kInsertion);
+  config.top_k = 24;
+  config.block_size = 64;  // Q-outer fits; KV-outer pays in decode only
+  EXPECT_EQ(Auto(config, Decode(64, 1, 65536)).attend, AttendKernel::kKvOuterWgmma);
+}
+
+TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
+  const KernelPlan plan = Auto(Lowp(), Decode(64, 1, 8192));
+  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=warp,lists=direct,attend=kv-outer-wgmma");
+  // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
+  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
+            "index=wgmma,batch=batched,topk=warp,lists=general,attend=kv-outer-wgmma");
+  // 17 queries per sequence: not a decode batch.
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
+  // A decode over >= 1024 candidate blocks: the threshold top-k.
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 1 << 20)).topk, TopKKernel::kThreshold);
+}
+
+TEST(KernelPlan, EveryReturnedFieldIsConcrete) {
+  for (const Lengths& lengths : {Prefill(1), Prefill(300), Decode(3, 2, 1000), Decode(70000, 1, 128)}) {
+    for (Precision precision : {Precision::kExact, Precision::kBf16, Precision::kFp16}) {
+      const KernelPlan plan = Auto(Lowp(precision), lengths);
+      EXPECT_NE(plan.index, IndexKernel::kAuto);
+      EXPECT_NE(plan.batch, IndexBatch::kAuto);
+      EXPECT_NE(plan.topk, TopKKernel::kAuto);
+      EXPECT_NE(plan.lists, KvLists::kAuto);
+      EXPECT_NE(plan.attend, AttendKernel::kAuto);
+      EXPECT_EQ(FormatKernelPlan(plan).find("auto"), std::string::npos);
+    }
+  }
+}
+
+TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
+  const Config lowp = Lowp();
+  Config mean = lowp, e4m3 = lowp;
+  mean.pooling = Pooling::kMean;
+  e4m3.index_format = IndexFormat::kE4M3;
+  ExpectRuns(Lowp(Precision::kExact), Prefill(512), kA100Caps, "index=exact,topk=exact,attend=exact,batch=per-sequence",
+             "index=exact,batch=per-sequence,topk=exact,lists=-,attend=exact");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "index=token-scores",
+             "index=token-scores,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+  ExpectRuns(mean, Prefill(512), kH200Caps, "index=mean-keys",
+             "index=mean-keys,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "index=mma,topk=threshold,attend=kv-outer",
+             "index=mma,batch=per-sequence,topk=threshold,lists=general,attend=kv-outer");
+  ExpectRuns(e4m3, Prefill(512), kH200Caps, "index=fp8,topk=insertion,attend=q-outer",
+             "index=fp8,batch=per-sequence,topk=insertion,lists=-,attend=q-outer");
+  ExpectRuns(lowp, Decode(4, 1, 512), kA100Caps, "index=mma,batch=batched,lists=direct,attend=kv-outer",
+             "index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "batch=per-sequence,lists=general,attend=kv-outer-wgmma",
+             "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=gathered",
+             "index=wgmma,batch=batched,topk=warp,lists=-,attend=gathered");
+}
+
+TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
+  const Config lowp = Lowp(), exact = Lowp(Precision::kExact);
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "index=wgmma", "sm_90a");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "index=fp8", "index_format e4m3");
+  Config e4m3 = lowp;
+  e4m3.index_format = IndexFormat::kE4M3;
+  ExpectRefused(e4m3, Prefill(512), kA100Caps, "index=fp8", "sm_90a");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "index=mma", "precision exact takes index=exact");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "index=exact", "precision exact");
+  Config lse = lowp;
+  lse.pooling = Pooling::kLse;
+  ExpectRefused(lse, Prefill(512), kH200Caps, "index=mma", "max pooling");
+  ExpectRefused(lse, Prefill(512), kH200Caps, "index=mean-keys", "mean only");
+  Config mean = lowp;
+  mean.pooling = Pooling::kMean;
+  ExpectRefused(mean, Prefill(512), kH200Caps, "index=token-scores", "not mean");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "topk=warp", "topk=exact");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "topk=exact", "FP64");
+  Config wide_k = lowp;
+  wide_k.top_k = 40;
+  ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=threshold", "top_k <= 33");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
+  ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
+  ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "lists=direct", "one query per sequence");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=q-outer,lists=general", "builds no lists");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-wgmma", "sm_90a");
+  Config big = lowp;
+  big.top_k = 64;
+  big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=q-outer", "shared memory");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
+}
+
+TEST(KernelPlanParser, ReadsEveryKeyAndLeavesTheRestAuto) {
+  const KernelPlan plan = Parsed("index=wgmma,attend=kv-outer");
+  EXPECT_EQ(plan.index, IndexKernel::kWgmma);
+  EXPECT_EQ(plan.attend, AttendKernel::kKvOuter);
+  EXPECT_EQ(plan.topk, TopKKernel::kAuto);
+  EXPECT_EQ(Parsed(""), KernelPlan{});
+  EXPECT_EQ(FormatKernelPlan(Parsed("index=fp8,batch=per-sequence,topk=threshold,lists=direct,attend=gathered")),
+            "index=fp8,batch=per-sequence,topk=threshold,lists=direct,attend=gathered");
+  EXPECT_EQ(FormatKernelPlan(KernelPlan{}), "index=auto,batch=auto,topk=auto,lists=auto,attend=auto");
+}
+
+TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
+  const auto message = [](const std::string& text) {
+    KernelPlan plan;
+    const Status status = ParseKernelPlan(text, &plan);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << text;
+    return status.message();
+  };
+  EXPECT_NE(message("attend=kv_outer").find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
+                                            "q-outer, kv-outer, kv-outer-wgmma)"),
+            std::string::npos);
+  EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
+  EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
+  EXPECT_NE(message("lists=-").find("\"-\""), std::string::npos);        // "-" is the planner's, not a request
+  EXPECT_NE(message("kernel=mma").find("unknown key \"kernel\" (keys: index, batch, topk, lists, attend)"),
+            std::string::npos);
+  EXPECT_NE(message("index").find("not key=value"), std::string::npos);
+  EXPECT_NE(message("index=mma,index=wgmma").find("twice"), std::string::npos);
+}
+
+TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) {
+  const KernelPlan forced = Parsed("index=fp8,batch=batched,topk=insertion,lists=direct,attend=gathered");
+  SetKernelPlanForTest(forced);
+  KernelPlan plan;
+  ASSERT_TRUE(RequestedKernelPlan(&plan).ok());
+  EXPECT_EQ(plan, forced);
+  SetKernelPlanForTest(std::nullopt);
+  const Status status = RequestedKernelPlan(&plan);  // MSA_GPU_PLAN, as this process was started
+  EXPECT_FALSE(status.ok() && plan == forced);
+}
+
+TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
+  const std::vector<KernelPlan> plans = AllRequestablePlans();
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 5));  // index, batch, topk, lists (auto, direct, general), attend
+  int64_t accepted = 0;
+  for (const KernelPlan& requested : plans) {
+    KernelPlan plan;
+    accepted += Plan(Lowp(), Decode(4, 1, 4096), kH200Caps, requested, &plan).ok();
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, int64_t(plans.size()));
+}
+
+TEST(KernelPlanFormat, EachCallReportsItsOwnStages) {
+  const KernelPlan plan = Parsed("index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
+  EXPECT_EQ(FormatSelectPlan(plan), "index=mma,batch=batched,topk=warp");
+  EXPECT_EQ(FormatAttendPlan(plan), "attend=kv-outer,lists=direct");
+  KernelPlan q_outer;
+  q_outer.attend = AttendKernel::kQOuter;
+  q_outer.lists = KvLists::kNone;
+  EXPECT_EQ(FormatAttendPlan(q_outer), "attend=q-outer");
+}
+
+}  // namespace
+}  // namespace msa::gpu
