@@ -12,7 +12,7 @@
 # Usage: scripts/device/device_check.sh [OUT_DIR]        (default: $OUT, else ./device_check_out)
 #   BUILD=dir   the build tree (default build-gpu). Without its binaries the script configures and builds it
 #               with CUDA for sm_90a only (-DMSA_ENABLE_CUDA=ON, -j16). A tree built elsewhere (same layout:
-#               tests/, oracle/msa, gpu/gpu_check) is used as it is.
+#               tests/, tools/msa/msa, gpu/gpu_check) is used as it is.
 #   LIBS=dir    shared libraries the binaries need that the machine lacks (added to LD_LIBRARY_PATH)
 #   QUICK=1     skip the 1M timing
 #   SKIP="a b"  steps to leave out (reported as SKIPPED), e.g. SKIP="time_128k racecheck property"
@@ -20,7 +20,7 @@
 #   DEADLINE=s  seconds the whole script may take (default 570): a step gets at most what is left, and steps
 #               that no longer fit are reported as skipped, so the summary is always written
 # A machine with CUDA but without the project's test dependencies: build here with nvcc, copy
-# tests/{conformance_test,property_test,gpu_backend_test,gpu_plans_test}, oracle/msa and gpu/gpu_check into
+# tests/{conformance_test,property_test,gpu_backend_test,gpu_plans_test}, tools/msa/msa and gpu/gpu_check into
 # DIR/build-gpu/ with the same layout and libhwy.so.1, libgomp.so.1 into DIR/lib, and run with BUILD=DIR/build-gpu
 # LIBS=DIR/lib. The gpu tests are listed before they run (DISCOVERY_MODE PRE_TEST), so `ctest -L gpu` in a tree
 # built without a device runs them too; the binaries are called directly here for their JSON reports.
@@ -121,7 +121,7 @@ for plan in attend=q-outer attend=gathered index=mma,attend=kv-outer topk=thresh
   NOTES[-1]="MSA_GPU_PLAN=$plan: $(gtest_note "$OUT_DIR/gtest_conformance_${plan//[=,]/_}.json")"
 done
 
-MSA="$BUILD/oracle/msa"
+MSA="$BUILD/tools/msa/msa"
 step golden_generate 300 "$MSA" golden generate --suite smoke --dir "$WORK/golden"
 for p in exact bf16 fp16; do
   step "golden_verify_$p" 300 "$MSA" golden verify --dir "$WORK/golden" --backend gpu --precision $p
