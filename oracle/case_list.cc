@@ -15,11 +15,22 @@ constexpr ScoreFormat kFp16Scores = ScoreFormat::kFp16;
 const std::vector<std::pair<int32_t, int32_t>> kShortAndLong = {{1, 1}, {4, 4}, {3, 9}, {5, 13}, {2, 21}, {8, 40}};
 // A score k * (1 + 2^-11) with |k| a power of two lies halfway between two binary16 values.
 const double kMidpointScale = 1 + std::ldexp(1.0, -11);
+// Decode batches for the gpu tests: sequences of one query (and one of none) over a single key to thousands, and the
+// same mixed with sequences of 3, 5 and 16 queries (q_len 16 over 16 keys among them).
+const std::vector<std::pair<int32_t, int32_t>> kGpuDecodeShortAndLong = {
+    {1, 1}, {1, 5}, {1, 63}, {1, 64}, {1, 65}, {1, 130}, {0, 90}, {1, 700}, {1, 2000}, {1, 4097}};
+const std::vector<std::pair<int32_t, int32_t>> kGpuDecodeMixed = {{1, 1},   {16, 16}, {1, 5},     {16, 700},
+                                                                  {0, 90},  {1, 64},  {3, 130},   {16, 2000},
+                                                                  {1, 4097}, {5, 5},  {1, 129},   {16, 257}};
 
 std::vector<CaseEntry> BuildList() {
   std::vector<std::pair<int32_t, int32_t>> decode_lengths;  // q_len 1..16 over longer contexts
   for (int32_t q_len = 1; q_len <= 16; ++q_len) decode_lengths.push_back({q_len, 40 + 23 * q_len});
   const uint32_t canonical = kTagCanonical;
+  std::vector<std::pair<int32_t, int32_t>> gpu_m3_lists, gpu_m3_batch, gpu_long_decode;
+  for (int32_t i = 0; i < 12; ++i) gpu_m3_lists.push_back({1, 128 + 997 * i});
+  for (int32_t i = 0; i < 8; ++i) gpu_m3_batch.push_back({i % 3 == 0 ? 16 : 1, 128 + 997 * i});
+  for (int32_t q_len = 1; q_len <= 16; ++q_len) gpu_long_decode.push_back({q_len, 8192 + 61 * q_len});
   return {
       // ---- canonical: small, every feature ----
       // Prefill at the boundary lengths around Bk = 16: 1, 2, Bk-1, Bk, Bk+1, 2Bk+1, in one ragged batch.
@@ -200,6 +211,169 @@ std::vector<CaseEntry> BuildList() {
       {.name = "bench_m3_group_32k", .hq = 16, .hkv = 1, .dim = 128, .block_size = 128, .top_k = 16,
        .pooling = kMax, .lengths = {{32768, 32768}}, .dtype = kF32, .seed = 20261130 + 32768,
        .precision = Precision::kFp32, .tags = kTagBench},
+
+      // ---- the gpu backend's tests (tests/gpu_*_test.cc): each group steers the planner to one kernel or path ----
+      // GatheredAttend: KV-outer and Q-outer both decline. D = Dv = Di = 192 (past 128; GatheredAttend's kDvTiles 32;
+      // Di past BlockMaxScores' 128, so max pooling runs in LowpBlockScores): a prefill over 10 blocks and a decode
+      // over 32. D = 20 (not a multiple of 8, zero-padded to 32; kDvTiles 4), lse pooling, an init block, 18 heads per
+      // group (two head tiles, the second of 2 heads). top_k * Bk = 48 * 128 = 6144 gathered keys at D = 128: past
+      // the shared memory Q-outer's layout can have on any current device (kDvTiles 16); top_k 48 ranks with
+      // RankFloat, and the queries see 94 and 71 blocks, so the selection still drops blocks.
+      {.kind = "lowp_attend_wide", .hq = 8, .hkv = 2, .dim = 192, .block_size = 32, .top_k = 4, .pooling = kMax,
+       .lengths = {{300, 300}, {16, 1000}}, .dtype = kBF16, .seed = 201, .tags = kTagGpuGathered},
+      {.kind = "lowp_attend_odd_dim", .hq = 36, .hkv = 2, .dim = 20, .block_size = 16, .top_k = 4, .init_blocks = 1,
+       .pooling = kLse, .lengths = {{100, 100}, {7, 61}}, .dtype = kF16, .seed = 202, .tags = kTagGpuGathered},
+      {.kind = "lowp_attend_many_keys", .hq = 8, .hkv = 2, .dim = 128, .block_size = 128, .top_k = 48,
+       .pooling = kMax, .lengths = {{40, 12000}, {1, 9000}}, .dtype = kBF16, .seed = 203, .tags = kTagGpuGathered},
+      // Exactly tied block maxima: index inputs in {-1, 0, 1} at Di = 16 make every token score an integer dot
+      // (exact in fp32 accumulation, in any order) times index_scale 1/4, so the maxima crowd onto a few integers
+      // and most rows hold more blocks at the threshold than the selection has room for. Bk 64, top_k 16 (16-key
+      // top-k lists): a 256-query chunk over 64 blocks (two m-tiles per warp) and a 4-query decode over 625 blocks.
+      // Bk 128, top_k 33 (32-key lists), an init block, one index head: 47 blocks and 1094 blocks.
+      {.kind = "tied_max", .hq = 8, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .pooling = kMax,
+       .lengths = {{256, 4096}, {4, 40000}}, .dtype = kBF16, .seed = 301, .few_valued_index = true,
+       .tags = kTagGpuTiedBlockMax},
+      {.kind = "tied_max", .hq = 4, .hkv = 1, .dim = 16, .block_size = 128, .top_k = 33, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{128, 6000}, {2, 140000}}, .dtype = kBF16, .seed = 302, .few_valued_index = true,
+       .tags = kTagGpuTiedBlockMax},
+      // index_q scaled to about 3e37: the dot products overflow to inf (bf16) or the inputs themselves are inf
+      // (fp16); every index kernel must name the same first bad (query, group).
+      {.kind = "index_overflow", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{300, 300}, {3, 2000}}, .dtype = kBF16, .seed = 401, .query_scale = 3e37,
+       .tags = kTagGpuIndexOverflow},
+      // RankTopKThreshold's paths: few rows over many candidates, so a chunk's rows are split over several warps and
+      // merged (Bk 64, top_k 16: 2, 8 and 4 rows over 4687, 3125 and 625 blocks), the same with exact ties
+      // everywhere (the splits and the merge must keep block id order), Bk 128 with top_k 33 (32-key lists), an init
+      // block and one index head; then rows with fewer candidates than the selection takes, with two init blocks.
+      {.kind = "topk_split", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .pooling = kMax,
+       .lengths = {{1, 300000}, {4, 200000}, {2, 40000}}, .dtype = kBF16, .seed = 501, .tags = kTagGpuTopKSplit},
+      {.kind = "topk_split_tied", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .pooling = kMax,
+       .lengths = {{1, 300000}, {4, 200000}, {2, 40000}}, .dtype = kBF16, .seed = 502, .few_valued_index = true,
+       .tags = kTagGpuTopKSplit},
+      {.kind = "topk_split_tied", .hq = 4, .hkv = 1, .dim = 16, .block_size = 128, .top_k = 33, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{3, 400000}, {1, 70000}}, .dtype = kBF16, .seed = 503, .few_valued_index = true,
+       .tags = kTagGpuTopKSplit},
+      {.kind = "topk_short", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .init_blocks = 2,
+       .pooling = kMax, .lengths = {{40, 40}, {5, 700}, {3, 130}, {1, 64}}, .dtype = kBF16, .seed = 504,
+       .few_valued_index = true, .tags = kTagGpuTopKSplit},
+      {.kind = "topk_short", .hq = 4, .hkv = 1, .dim = 16, .block_size = 64, .top_k = 33, .pooling = kMax,
+       .lengths = {{70, 1000}, {2, 2100}}, .dtype = kBF16, .seed = 505, .tags = kTagGpuTopKSplit},
+      // The KV-outer direct lists: top_k 1 to 32, 0 to 3 init blocks, sequences with fewer blocks than top_k (-1
+      // slots, padding tiles), group sizes 1 to 16; M3 heads over 12 sequences of 128 to 11K keys; and a batch with
+      // a sequence of 3 queries, where the planner refuses the direct lists.
+      {.kind = "decode_lists", .hq = 16, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .init_blocks = 1,
+       .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 601, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists", .hq = 8, .hkv = 4, .dim = 32, .block_size = 32, .top_k = 16, .init_blocks = 2,
+       .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 602, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists", .hq = 4, .hkv = 4, .dim = 16, .block_size = 16, .top_k = 32, .init_blocks = 3,
+       .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 603, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists", .hq = 4, .hkv = 2, .dim = 16, .block_size = 16, .top_k = 1, .pooling = kMax,
+       .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 604, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists", .hq = 8, .hkv = 1, .dim = 32, .block_size = 64, .top_k = 16, .pooling = kLse,
+       .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 605, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .init_blocks = 1,
+       .pooling = kMax, .lengths = gpu_m3_lists, .dtype = kBF16, .seed = 606, .tags = kTagGpuDecodeLists},
+      {.kind = "decode_lists_mixed", .hq = 8, .hkv = 2, .dim = 32, .block_size = 32, .top_k = 8, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{1, 300}, {3, 200}, {1, 40}, {1, 1000}}, .dtype = kBF16, .seed = 607,
+       .tags = kTagGpuDecodeLists},
+      // The batched index branch (one block-max launch and one top-k for a whole decode batch): mixed k_len and
+      // q_len 1 to 16, a sequence with no query, init blocks, top_k 8, 16 and 33, Hidx 1 to 4; M3 heads over 8
+      // sequences; few rows over thousands of blocks (split top-k lists at their rows' offset in the batch) next to
+      // short sequences; and index_q scaled to overflow (both paths name the same first bad row).
+      {.kind = "decode_batch", .hq = 8, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .init_blocks = 1,
+       .pooling = kMax, .lengths = kGpuDecodeMixed, .dtype = kBF16, .seed = 701, .tags = kTagGpuDecodeBatch},
+      {.kind = "decode_batch", .hq = 8, .hkv = 4, .dim = 32, .block_size = 128, .top_k = 16, .init_blocks = 2,
+       .pooling = kMax, .lengths = kGpuDecodeMixed, .dtype = kBF16, .seed = 702, .tags = kTagGpuDecodeBatch},
+      {.kind = "decode_batch", .hq = 4, .hkv = 1, .dim = 16, .block_size = 64, .top_k = 33, .pooling = kMax,
+       .lengths = kGpuDecodeMixed, .dtype = kBF16, .seed = 703, .tags = kTagGpuDecodeBatch},
+      {.kind = "decode_batch", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = gpu_m3_batch, .dtype = kBF16, .seed = 704, .tags = kTagGpuDecodeBatch},
+      {.kind = "decode_batch_split", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{1, 300000}, {16, 100000}, {1, 1}, {16, 40}}, .dtype = kBF16, .seed = 705,
+       .tags = kTagGpuDecodeBatch},
+      {.kind = "decode_batch_overflow", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16,
+       .pooling = kMax, .lengths = {{1, 300}, {16, 2000}, {1, 1}}, .dtype = kBF16, .seed = 706, .query_scale = 3e37,
+       .tags = kTagGpuDecodeBatch},
+      // local_blocks > 1 (SPEC section 2): forced sets that overlap (2 init and 3 local blocks over 1 to 5 blocks),
+      // rows with nothing left to rank, rows with more candidates than room, long rows; per-sequence chunks, a decode
+      // batch, split top-k lists, exact ties at top_k 33, top_k = init + local (no ranked candidate anywhere), top_k
+      // 40 (RankFloat), Bk 16 with lse pooling (LowpBlockScores), and e4m3 index inputs with fp16 scores.
+      {.kind = "local_prefill", .hq = 8, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 8, .init_blocks = 2,
+       .local_blocks = 3, .pooling = kMax,
+       .lengths = {{1, 1}, {5, 5}, {64, 64}, {65, 65}, {130, 130}, {300, 300}, {3, 700}, {64, 3000}},
+       .dtype = kBF16, .seed = 801, .tags = kTagGpuLocalBlocks},
+      {.kind = "local_decode", .hq = 8, .hkv = 4, .dim = 32, .block_size = 128, .top_k = 8, .init_blocks = 1,
+       .local_blocks = 4, .pooling = kMax,
+       .lengths = {{1, 1}, {16, 16}, {1, 5}, {16, 700}, {0, 90}, {1, 129}, {3, 385}, {16, 2000}, {1, 4097}, {16, 6000}},
+       .dtype = kBF16, .seed = 802, .tags = kTagGpuLocalBlocks},
+      {.kind = "local_split", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .init_blocks = 1,
+       .local_blocks = 5, .pooling = kMax, .lengths = {{1, 300000}, {2, 40000}}, .dtype = kBF16, .seed = 803,
+       .tags = kTagGpuLocalBlocks},
+      {.kind = "local_tied", .hq = 4, .hkv = 1, .dim = 16, .block_size = 64, .top_k = 33, .init_blocks = 2,
+       .local_blocks = 7, .pooling = kMax, .lengths = {{128, 6000}, {2, 140000}}, .dtype = kBF16, .seed = 804,
+       .few_valued_index = true, .tags = kTagGpuLocalBlocks},
+      {.kind = "local_all_forced", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 4, .init_blocks = 1,
+       .local_blocks = 3, .pooling = kMax, .lengths = {{200, 200}, {1, 5000}}, .dtype = kBF16, .seed = 805,
+       .tags = kTagGpuLocalBlocks},
+      {.kind = "local_rank_float", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 40, .init_blocks = 3,
+       .local_blocks = 6, .pooling = kMax, .lengths = {{1, 6000}, {300, 3000}}, .dtype = kBF16, .seed = 806,
+       .tags = kTagGpuLocalBlocks},
+      {.kind = "local_lse", .hq = 4, .hkv = 2, .dim = 16, .block_size = 16, .top_k = 6, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kLse, .lengths = {{100, 100}, {7, 61}, {1, 500}}, .dtype = kF16, .seed = 807,
+       .tags = kTagGpuLocalBlocks},
+      {.kind = "local_e4m3_fp16_scores", .hq = 16, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{300, 300}, {4, 3000}, {16, 5000}}, .dtype = kBF16,
+       .seed = 808, .index_format = IndexFormat::kE4M3, .score_format = kFp16Scores, .tags = kTagGpuLocalBlocks},
+      // fp16 block scores at index_scale 1, over shapes for the per-sequence chunks, a decode batch, split top-k
+      // lists, top_k 33, Bk 16 and top_k 40 (RankFloat); the test replaces the index inputs by ones whose binary16
+      // block maxima tie by construction.
+      {.kind = "fp16_ties_prefill", .hq = 8, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 8, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{64, 3000}, {1, 1}, {20, 20}}, .dtype = kBF16, .seed = 901,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      {.kind = "fp16_ties_decode", .hq = 8, .hkv = 4, .dim = 32, .block_size = 128, .top_k = 8, .pooling = kMax,
+       .lengths = {{1, 1}, {16, 700}, {1, 4097}, {3, 385}, {16, 2000}, {8, 9000}}, .dtype = kBF16, .seed = 902,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      {.kind = "fp16_ties_split", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 16, .init_blocks = 1,
+       .local_blocks = 3, .pooling = kMax, .lengths = {{1, 300000}, {4, 100000}}, .dtype = kBF16, .seed = 903,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      {.kind = "fp16_ties_k33", .hq = 4, .hkv = 1, .dim = 16, .block_size = 128, .top_k = 33, .init_blocks = 2,
+       .pooling = kMax, .lengths = {{128, 6000}, {2, 140000}}, .dtype = kBF16, .seed = 904, .index_scale = 1.0,
+       .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      {.kind = "fp16_ties_bk16", .hq = 4, .hkv = 2, .dim = 16, .block_size = 16, .top_k = 6, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{40, 2000}, {1, 3000}, {30, 30}}, .dtype = kF16, .seed = 905,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      {.kind = "fp16_ties_k40", .hq = 4, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 40, .init_blocks = 1,
+       .local_blocks = 4, .pooling = kMax, .lengths = {{1, 20000}, {70, 3000}}, .dtype = kBF16, .seed = 906,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Ties},
+      // fp16 block scores at index_scale 1 over a decode batch; the test writes index inputs that overflow binary16
+      // in exactly one (query, group) row.
+      {.kind = "fp16_overflow", .hq = 8, .hkv = 2, .dim = 16, .block_size = 64, .top_k = 8, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{1, 300}, {16, 2000}, {1, 1}}, .dtype = kBF16, .seed = 907,
+       .index_scale = 1.0, .score_format = kFp16Scores, .tags = kTagGpuFp16Overflow},
+      // M3 dims with 16 query heads: one sequence per q_len 1..16, each over 8K+ keys.
+      {.kind = "decode_long", .hq = 16, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = gpu_long_decode, .dtype = kBF16, .seed = 77, .tags = kTagGpuLongDecode},
+      // Every runnable kernel plan: a prefill with a ragged second sequence, a decode batch (one query per sequence,
+      // one sequence without queries), a multi-token decode, rows past 1024 blocks (the threshold top-k's range), lse
+      // and mean pooling, e4m3 index inputs, and a top_k * block_size past KV-outer's and Q-outer's limits.
+      {.kind = "plan_prefill", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{300, 300}, {3, 2000}}, .dtype = kBF16, .seed = 501, .tags = kTagGpuPlans},
+      {.kind = "plan_decode", .hq = 16, .hkv = 4, .dim = 64, .block_size = 64, .top_k = 8, .init_blocks = 1,
+       .pooling = kMax, .lengths = {{1, 500}, {1, 3000}, {0, 100}, {1, 64}, {1, 1}}, .dtype = kBF16, .seed = 502,
+       .tags = kTagGpuPlans},
+      {.kind = "plan_multi_decode", .hq = 8, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .pooling = kMax,
+       .lengths = {{4, 900}, {2, 2500}}, .dtype = kBF16, .seed = 503, .tags = kTagGpuPlans},
+      {.kind = "plan_long_rows", .hq = 4, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .pooling = kMax,
+       .lengths = {{2, 66000}, {1, 70000}}, .dtype = kBF16, .seed = 504, .tags = kTagGpuPlans},
+      {.kind = "plan_lse", .hq = 8, .hkv = 4, .dim = 64, .block_size = 64, .top_k = 8, .pooling = kLse,
+       .lengths = {{100, 400}}, .dtype = kBF16, .seed = 505, .tags = kTagGpuPlans},
+      {.kind = "plan_mean", .hq = 8, .hkv = 4, .dim = 64, .block_size = 64, .top_k = 8, .pooling = kMean,
+       .lengths = {{100, 400}}, .dtype = kBF16, .seed = 506, .tags = kTagGpuPlans},
+      {.kind = "plan_e4m3", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{200, 900}, {1, 700}}, .dtype = kBF16, .seed = 507, .index_format = IndexFormat::kE4M3,
+       .tags = kTagGpuPlans},
+      {.kind = "plan_wide_top_k", .hq = 8, .hkv = 4, .dim = 64, .block_size = 256, .top_k = 40, .pooling = kMax,
+       .lengths = {{40, 9000}}, .dtype = kBF16, .seed = 508, .tags = kTagGpuPlans},
   };
 }
 

@@ -25,6 +25,18 @@ enum CaseTag : uint32_t {
   kTagM3Size = 1u << 5,        // M3-shaped problems for the fast backends (left out of the sanitizer run)
   kTagThreadSplit = 1u << 6,   // few rows over long keys: work split over threads (determinism tests)
   kTagBench = 1u << 7,         // the CPU benchmark's layer (bench/cpu_bench.cc)
+  // The gpu backend's tests (tests/gpu_*_test.cc): shapes that steer its planner to one kernel or path.
+  kTagGpuGathered = 1u << 8,       // dims or top_k * Bk both tensor-core attention kernels decline: GatheredAttend
+  kTagGpuTiedBlockMax = 1u << 9,   // few-valued index inputs: exactly tied block maxima at bf16 and fp16
+  kTagGpuIndexOverflow = 1u << 10, // index_q scaled until index scores overflow: every index kernel refuses alike
+  kTagGpuTopKSplit = 1u << 11,     // few rows over many blocks (split top-k lists), and rows shorter than top_k
+  kTagGpuDecodeLists = 1u << 12,   // decode batches of one query per sequence (the KV-outer direct lists)
+  kTagGpuDecodeBatch = 1u << 13,   // decode batches of up to 16 queries per sequence (the batched index branch)
+  kTagGpuLocalBlocks = 1u << 14,   // local_blocks > 1: overlapping forced sets, rows with nothing to rank
+  kTagGpuFp16Ties = 1u << 15,      // fp16 block scores; the test writes index inputs whose binary16 scores tie
+  kTagGpuFp16Overflow = 1u << 16,  // fp16 block scores; the test writes index inputs that overflow binary16
+  kTagGpuLongDecode = 1u << 17,    // q_len 1..16 over 8K+ keys at M3 dims
+  kTagGpuPlans = 1u << 18,         // every runnable kernel plan (tests/gpu_plans_test.cc)
 };
 
 struct TestCase {

@@ -1,12 +1,11 @@
-// Every runnable kernel plan of the gpu backend (gpu/common/kernel_plan.h) on a set of shapes, each against the FP64
-// reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan passing the
-// oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit for bit
-// (index mma = wgmma, topk warp = threshold, batch per-sequence = batched, lists general = direct, attend kv-outer
-// = kv-outer-wgmma). The plans come from PlanKernels over every combination of requested values on this device: a
-// plan it refuses is not run (and never replaced), so no kernel is compared with itself. Without a usable CUDA
-// device every test skips saying why.
+// Every runnable kernel plan of the gpu backend (gpu/common/kernel_plan.h) on the kTagGpuPlans cases, each against
+// the FP64 reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan
+// passing the oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit
+// for bit (index mma = wgmma, topk warp = threshold, batch per-sequence = batched, lists general = direct, attend
+// kv-outer = kv-outer-wgmma). The plans come from PlanKernels over every combination of requested values on this
+// device: a plan it refuses is not run (and never replaced), so no kernel is compared with itself. Without a usable
+// CUDA device every test skips saying why.
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,60 +16,14 @@
 #include "oracle/cases.h"
 #include "oracle/compare.h"
 #include "oracle/problem.h"
+#include "tests/gpu_test_support.h"
 
 #if defined(MSA_HAVE_CUDA)
 #include "gpu/common/device_query.h"
 #endif
 
-namespace msa {
+namespace msa::gpu_test {
 namespace {
-
-const Backend* Gpu() { return FindBackend("gpu"); }
-
-#define MSA_REQUIRE_GPU()                                                                                      \
-  do {                                                                                                         \
-    if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)";     \
-    if (!Gpu()->is_available()) GTEST_SKIP() << "gpu backend compiled in, but no usable CUDA device "          \
-                                                "(compute capability 8.0 or newer) is present";                \
-  } while (false)
-
-template <typename T>
-int64_t BitDiffs(const std::vector<T>& a, const std::vector<T>& b) {
-  if (a.size() != b.size()) return -1;
-  int64_t count = 0;
-  for (size_t i = 0; i < a.size(); ++i) count += std::memcmp(&a[i], &b[i], sizeof(T)) != 0;
-  return count;
-}
-
-void ExpectSameBits(const Outputs& expected, const Outputs& got, const std::string& what) {
-  EXPECT_EQ(BitDiffs(expected.topk_indices, got.topk_indices), 0) << what << ": topk_indices";
-  EXPECT_EQ(BitDiffs(expected.block_scores, got.block_scores), 0) << what << ": block_scores";
-  EXPECT_EQ(BitDiffs(expected.index_lse, got.index_lse), 0) << what << ": index_lse";
-  EXPECT_EQ(BitDiffs(expected.out, got.out), 0) << what << ": out";
-  EXPECT_EQ(BitDiffs(expected.lse, got.lse), 0) << what << ": lse";
-}
-
-// The shapes: a prefill with a ragged second sequence (max pooling), a decode batch (one query per sequence, one
-// sequence without queries), a multi-token decode, rows past 1024 blocks (the threshold top-k's range), lse and mean
-// pooling, e4m3 index inputs, and a top_k * block_size past KV-outer's and Q-outer's limits.
-std::vector<TestCase> PlanCases() {
-  std::vector<TestCase> cases;
-  const auto add = [&cases](const std::string& kind, ProblemSpec spec) {
-    cases.push_back({CaseName(kind, spec), std::move(spec)});
-  };
-  add("plan_prefill", MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{300, 300}, {3, 2000}}, DType::kBF16, 501));
-  add("plan_decode", MakeSpec(16, 4, 64, 64, 8, 1, Pooling::kMax, {{1, 500}, {1, 3000}, {0, 100}, {1, 64}, {1, 1}},
-                              DType::kBF16, 502));
-  add("plan_multi_decode", MakeSpec(8, 2, 64, 64, 8, 0, Pooling::kMax, {{4, 900}, {2, 2500}}, DType::kBF16, 503));
-  add("plan_long_rows", MakeSpec(4, 2, 64, 64, 8, 0, Pooling::kMax, {{2, 66000}, {1, 70000}}, DType::kBF16, 504));
-  add("plan_lse", MakeSpec(8, 4, 64, 64, 8, 0, Pooling::kLse, {{100, 400}}, DType::kBF16, 505));
-  add("plan_mean", MakeSpec(8, 4, 64, 64, 8, 0, Pooling::kMean, {{100, 400}}, DType::kBF16, 506));
-  ProblemSpec e4m3 = MakeSpec(8, 4, 128, 128, 16, 0, Pooling::kMax, {{200, 900}, {1, 700}}, DType::kBF16, 507);
-  e4m3.config.index_format = IndexFormat::kE4M3;
-  add("plan_e4m3", e4m3);
-  add("plan_wide_top_k", MakeSpec(8, 4, 64, 256, 40, 0, Pooling::kMax, {{40, 9000}}, DType::kBF16, 508));
-  return cases;
-}
 
 // Every plan PlanKernels accepts for `config` on this device, keyed by its text (distinct concrete plans).
 std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const Batch& batch) {
@@ -124,7 +77,7 @@ TEST_P(GpuPlans, EveryRunnablePlanPassesTheOracleAndClaimedTwinsAgreeBitForBit) 
   MSA_REQUIRE_GPU();
   const Precision precision = GetParam();
   int64_t runs = 0, twins = 0;
-  for (const TestCase& test_case : PlanCases()) {
+  for (const TestCase& test_case : CasesTagged(kTagGpuPlans)) {
     Problem problem = GenerateProblem(test_case.spec);
     Outputs reference;
     ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &reference).ok());
@@ -171,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(Precisions, GpuPlans,
 // A plan the planner refuses is refused by the backend with the planner's message (never replaced by another).
 TEST(GpuPlans, ARefusedPlanIsRefusedByTheBackendNotReplaced) {
   MSA_REQUIRE_GPU();
-  Problem problem = GenerateProblem(PlanCases().front().spec);
+  Problem problem = GenerateProblem(CasesTagged(kTagGpuPlans).front().spec);
   problem.config.precision = Precision::kBf16;
   gpu::KernelPlan plan;
   plan.index = gpu::IndexKernel::kExact;  // exact kernels at bf16
@@ -184,4 +137,4 @@ TEST(GpuPlans, ARefusedPlanIsRefusedByTheBackendNotReplaced) {
 }
 
 }  // namespace
-}  // namespace msa
+}  // namespace msa::gpu_test

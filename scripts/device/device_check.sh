@@ -20,7 +20,7 @@
 #   DEADLINE=s  seconds the whole script may take (default 570): a step gets at most what is left, and steps
 #               that no longer fit are reported as skipped, so the summary is always written
 # A machine with CUDA but without the project's test dependencies: build here with nvcc, copy
-# tests/{conformance_test,property_test,gpu_backend_test,gpu_plans_test}, tools/msa/msa and gpu/gpu_check into
+# tests/{conformance_test,property_test,gpu_*_test}, tools/msa/msa and gpu/gpu_check into
 # DIR/build-gpu/ with the same layout and libhwy.so.1, libgomp.so.1 into DIR/lib, and run with BUILD=DIR/build-gpu
 # LIBS=DIR/lib. The gpu tests are listed before they run (DISCOVERY_MODE PRE_TEST), so `ctest -L gpu` in a tree
 # built without a device runs them too; the binaries are called directly here for their JSON reports.
@@ -105,8 +105,10 @@ step time_128k 600 "$G" time --k_len 131072 --q_len 131072 --hq 64 --json "$WORK
 NOTES[-1]="M3 layer prefill, 131072 tokens, Hq 64"
 step conformance 600 "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_DIR/gtest_conformance.json"
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_conformance.json")
-step gpu_tests 600 "$BUILD/tests/gpu_backend_test" --gtest_output=json:"$OUT_DIR/gtest_gpu.json"
-NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_gpu.json")
+for t in gpu_support gpu_exact gpu_lowp gpu_twins gpu_e4m3; do
+  step "${t}_tests" 600 "$BUILD/tests/${t}_test" --gtest_output=json:"$OUT_DIR/gtest_${t}.json"
+  NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_${t}.json")
+done
 step gpu_plans 600 "$BUILD/tests/gpu_plans_test" --gtest_output=json:"$OUT_DIR/gtest_gpu_plans.json"
 NOTES[-1]="every runnable plan: $(gtest_note "$OUT_DIR/gtest_gpu_plans.json")"
 # The conformance suite under the plans the default one leaves out on this device (gpu/common/kernel_plan.h): the
