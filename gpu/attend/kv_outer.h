@@ -1,4 +1,4 @@
-// The part of the KV-outer main branch (gpu/kv_outer_attend.cu) that its tile kernels share: the per-chunk list
+// The part of the KV-outer main branch (gpu/attend/kv_outer_attend.cu) that its tile kernels share: the per-chunk list
 // building (CountPairs, ExclusiveSum, FillEntries; or DirectLists where KvOuterPlan::direct_lists), the merge, and
 // the chunk loop around them, with the tile kernel passed in. KvOuterAttend (mma.sync tiles, kv_outer_attend.cu) and
 // KvOuterAttendWgmma (wgmma tiles, kv_outer_wgmma.cu) are both this loop with their own TileLauncher. Internal to

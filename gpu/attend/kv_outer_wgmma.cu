@@ -14,7 +14,7 @@
 //   O = P V        8 x wgmma m64n128k16, A = P from registers (the accumulator pairs are the A fragment), B = V
 //                  MN-major in shared memory (V stored [keys][dims], imm-trans-b = 1), fp32 accumulators
 //   partials       (m_b, l_b, O_b) per row to the row's selection slot, as TileAttendKernel writes them
-// Shared memory (1024-byte aligned, 128-byte swizzle, gpu/wgmma.cuh): Q in 2 stages of [2][64 rows][128 B]
+// Shared memory (1024-byte aligned, 128-byte swizzle, gpu/common/wgmma.cuh): Q in 2 stages of [2][64 rows][128 B]
 // (dims 0-63 | 64-127), K and V one stage each of [2][128 keys][128 B]; ~99 KiB per CTA.
 // Scheduling: each CTA takes a contiguous run of the chunk's tiles. Tiles of one (sequence, block, group) bucket
 // are contiguous in the lists, so K and V stay in shared memory from one tile to the next and are loaded again

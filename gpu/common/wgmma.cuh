@@ -1,6 +1,6 @@
-// Device helpers for Hopper's warpgroup MMA (wgmma, sm_90a only) as gpu/kv_outer_wgmma.cu uses it: shared-memory
+// Device helpers for Hopper's warpgroup MMA (wgmma, sm_90a only) as gpu/attend/kv_outer_wgmma.cu uses it: shared-memory
 // matrix descriptors for the 128-byte swizzle, wgmma.mma_async m64n128k16 with fp32 accumulators (A from shared
-// memory or from registers; m64n128k32 on e4m3 for gpu/block_max_fp8.cu), and the fence / commit / wait protocol.
+// memory or from registers; m64n128k32 on e4m3 for gpu/index/block_max_fp8.cu), and the fence / commit / wait protocol.
 // Section numbers are those of the PTX ISA 8.x / 9.0 ("Asynchronous Warpgroup Level Matrix Multiply-Accumulate
 // Instructions", 9.7.15).
 //
@@ -149,8 +149,8 @@ __device__ inline void MmaSS(float (&d)[64], uint64_t a_desc, uint64_t b_desc, i
 
 // D[64 x 128] (+)= A[64 x 16] B[16 x 128], A from registers (fragment layout above), B in shared memory: kTransB = 1
 // for B MN-major (imm-trans-b = 1: B's N index is the contiguous one, as in V stored [keys][dims],
-// gpu/kv_outer_wgmma.cu), 0 for B K-major (B's K index contiguous, as in index_k stored [keys][dims],
-// gpu/block_max_wgmma.cu).
+// gpu/attend/kv_outer_wgmma.cu), 0 for B K-major (B's K index contiguous, as in index_k stored [keys][dims],
+// gpu/index/block_max_wgmma.cu).
 template <int kLowp, int kTransB>
 __device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
   static_assert(kTransB == 0 || kTransB == 1, "imm-trans-b is 0 or 1");
@@ -181,7 +181,7 @@ __device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_
 // are K-major). The 8-bit A fragment is the 16-bit one byte for byte: a[0] holds row lane/4, K bytes 4(lane%4)..+3,
 // a[1] the row + 8, a[2] K + 16, a[3] both; so ldmatrix .b16 over rows of bytes loads it. A K-major B row of 128
 // e4m3 bytes is one 128-byte swizzle row; a k32 step is 32 bytes along it. The hardware adds the products with less
-// than fp32 precision (gpu/block_max_fp8.cu states the bound).
+// than fp32 precision (gpu/index/block_max_fp8.cu states the bound).
 __device__ inline void MmaRSE4M3(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
 #if defined(MSA_WGMMA_ENABLED)
   asm volatile(

@@ -5,7 +5,7 @@
 // errors are in docs/gpu-kernels.md).
 //
 // docs:begin gpu-block-max-fp8
-// BlockMaxFp8Kernel: BlockMaxWgmmaKernel's code (BlockMaxCta, gpu/block_max_wgmma.cuh) with 8-bit operands
+// BlockMaxFp8Kernel: BlockMaxWgmmaKernel's code (BlockMaxCta, gpu/index/block_max_wgmma.cuh) with 8-bit operands
 // (E4M3Operands) and a one-chain reduction (NanMaxFold).
 //   CTA        kWgs (2, or 1 for <= 64 rows) warpgroups; warpgroup w owns the CTA's rows 64w..64w+63, warp v the
 //              rows 16v..16v+15. The query rows are loaded once (cp.async into a padded tile of 144-byte rows, then

@@ -1,7 +1,7 @@
 // Index branch block maxima on Hopper warpgroup MMA (sm_90a): the same contract and the same bits as
 // BlockMaxScores (gpu/index/index_kernels.cu), only the tile kernel differs (tests/gpu_plans_test.cc compares the
 // two bit for bit; docs/gpu-kernels.md has its speed). The kernel's code
-// is gpu/block_max_wgmma.cuh (BlockMaxCta, shared with BlockMaxFp8Kernel) with the operand policy Lowp16Operands
+// is gpu/index/block_max_wgmma.cuh (BlockMaxCta, shared with BlockMaxFp8Kernel) with the operand policy Lowp16Operands
 // and the reduction MaxMinFold below.
 //
 // docs:begin gpu-block-max-wgmma

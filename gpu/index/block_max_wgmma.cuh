@@ -1,8 +1,8 @@
 // The index branch's block maxima on Hopper warpgroup MMA (sm_90a), shared by BlockMaxWgmmaKernel (bf16 / fp16,
-// gpu/block_max_wgmma.cu) and BlockMaxFp8Kernel (e4m3, gpu/block_max_fp8.cu): one CTA's work (BlockMaxCta: the
+// gpu/index/block_max_wgmma.cu) and BlockMaxFp8Kernel (e4m3, gpu/index/block_max_fp8.cu): one CTA's work (BlockMaxCta: the
 // grid and row setup, the cp.async ring of key tiles, the query rows in registers, two accumulator sets with the
 // reduction of tile i overlapping the wgmma of tile i + 1, the block epilogue, the bad-row report) and the launcher
-// (LaunchBlockMax). gpu/block_max_wgmma.cu describes the structure and the pipeline; the two kernels differ only in
+// (LaunchBlockMax). gpu/index/block_max_wgmma.cu describes the structure and the pipeline; the two kernels differ only in
 // their operand policy `Ops`:
 //   Element        the stored index element: uint16_t (bf16 / fp16) or uint8_t (e4m3)
 //   kStepK         elements of one wgmma k-step (16 or 32: 32 bytes either way)

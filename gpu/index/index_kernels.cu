@@ -234,7 +234,7 @@ __device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeomet
 }
 
 // docs:begin gpu-rank-topk RankTopK: one warp per chunk row. Lane j scans the candidates init_end + j,
-// init_end + j + 32, ... (coalesced; the candidates [init_end, local_begin) of gpu/rank_row.cuh) and keeps its best
+// init_end + j + 32, ... (coalesced; the candidates [init_end, local_begin) of gpu/topk/rank_row.cuh) and keeps its best
 // kCap keys sorted in registers (an unrolled insertion: the array is indexed only by constants). Then `take` rounds
 // of a warp-wide max pick the next best key (PopWarpMax); the lane holding it shifts its list. Keys are unique (ids
 // differ), so exactly one lane pops per round, and the order is exactly the serial one (score desc, id asc). The
@@ -325,7 +325,7 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
 // RankTopKThresholdKernel: one warp per (row, split). splits == 1: the warp ranks the whole row with
 // ThresholdLists and writes it as RankTopK does. splits > 1 (few rows, many candidates: decode): split s takes
 // the candidates [init_end + s * per_split, init_end + (s + 1) * per_split) clipped to local_begin (the row's
-// candidates, gpu/rank_row.cuh), and writes its best `take` keys, sorted descending and 0-padded (0 is below every
+// candidates, gpu/topk/rank_row.cuh), and writes its best `take` keys, sorted descending and 0-padded (0 is below every
 // real key), to ws [rows, splits, top_k] (slots >= take unwritten); RankTopKMergeKernel finishes the row. A batched
 // chunk: blockIdx.y is the sequence (EnterSequence), its rows at their offset in the block scores and in ws.
 // Registers: 76 at kCap 16 (3 CTAs of 8 warps per SM; 64 would spill), 128 at kCap 32 (sm_90a, no spills).
@@ -390,7 +390,7 @@ constexpr int kMaxSplits = 32;     // one merge lane per split
 int TopKTargetWarps() { return 16 * SmCount(); }
 
 // The most ranked candidates of any row of the chunk: those of its last query (batched: of the latest query of
-// any sequence), whose row sees the most blocks (gpu/rank_row.cuh).
+// any sequence), whose row sees the most blocks (gpu/topk/rank_row.cuh).
 int64_t MostCandidates(const ChunkGeometry& g) {
   const int64_t visible = (g.pos0 + g.nq - 1) / g.bk + 1;
   return ForcedBlocksOf(visible, g.init_blocks, g.local_blocks, g.top_k).candidates();

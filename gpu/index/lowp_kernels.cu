@@ -27,7 +27,7 @@ __device__ inline float Round16(float x) { return ToFloat<kLowp>(FromFloat<kLowp
 template <int kLowp>
 __device__ inline float Score(float dot, float scale) { return Round16<kLowp>(Round16<kLowp>(dot) * scale); }
 
-// D = A * B + D for one 16x8x16 tile (fragments as in gpu/mma.cuh).
+// D = A * B + D for one 16x8x16 tile (fragments as in gpu/common/mma.cuh).
 template <int kLowp>
 __device__ inline void Mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]) {
   mma::Mma16816<kLowp>(c, a, b[0], b[1]);
