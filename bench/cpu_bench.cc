@@ -62,8 +62,8 @@ const std::vector<int32_t>& LayerSelection(int64_t n) {
   if (selection.empty()) {
     Outputs outputs;
     outputs.Allocate(Layer(n));
-    const Status status = Select(*FindBackend("simd"), Layer(n).config, Layer(n).index_inputs(),
-                                 outputs.selection_outputs());
+    const Status status =
+        Select(*FindBackend("simd"), Layer(n).config, Layer(n).index_inputs(), outputs.selection_outputs());
     if (!status.ok()) std::fprintf(stderr, "cpu_bench: simd fp32 Select failed: %s\n", status.message().c_str());
     selection = outputs.topk_indices;
   }
@@ -188,14 +188,30 @@ void BM_EigenDense(benchmark::State& state) {
 BENCHMARK(BM_FmaPeak)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->MinTime(1.0);
 BENCHMARK(BM_CopyBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime()->MinTime(1.0);
 BENCHMARK(BM_EigenGemm)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
-BENCHMARK(BM_IndexBranch)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
-BENCHMARK(BM_MainBranch)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_IndexBranch)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
+BENCHMARK(BM_MainBranch)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 BENCHMARK(BM_Run)
     ->ArgsProduct({{kSmall, kLarge}, {2, 1, 0}})
     ->ArgNames({"n", "mode"})
     ->Unit(benchmark::kMillisecond)
-    ->UseRealTime()->MeasureProcessCPUTime();
-BENCHMARK(BM_EigenDense)->Arg(kSmall)->Arg(kLarge)->Unit(benchmark::kMillisecond)->UseRealTime()->MeasureProcessCPUTime();
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
+BENCHMARK(BM_EigenDense)
+    ->Arg(kSmall)
+    ->Arg(kLarge)
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 
 // The peer must compute dense causal attention before its speed means anything: on a small F32 problem its
 // output is compared with the FP64 reference's DenseCausalAttention.

@@ -1,12 +1,13 @@
-// gpu_bench (host side; its device helpers are bench/gpu_bench_checks.cu): times the gpu pipeline (gpu/common/pipeline.h, the backend's own) on device-resident random inputs at
-// M3 shapes (Hq 64, Hkv = Hidx 4, D = Dv = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or
-// transfers, under the kernel plan PlanKernels makes of the request (plan keys on the command line, or MSA_GPU_PLAN).
-// Each stage (index kernel, top-k, main branch) is timed with CUDA events after a warm-up, the median of the
-// repetitions; a KV-outer main branch is also captured in a CUDA graph and its replays timed, and in decode the whole
-// step (index, top-k, main branch) too. Outputs are poisoned before every repetition and checked after the last one
-// (every selection row valid, no NaN left in out / lse; exit status 1 otherwise). The cross-kernel comparisons
-// (wgmma vs mma, threshold vs warp, batched vs per-sequence, direct vs general lists, fp8 within its bound) are the
-// plan-parameterised GPU test's (tests/gpu_plans_test.cc). Prints one JSON object, "plan" the plan that ran.
+// gpu_bench (host side; its device helpers are bench/gpu_bench_checks.cu): times the gpu pipeline
+// (gpu/common/pipeline.h, the backend's own) on device-resident random inputs at M3 shapes (Hq 64, Hkv = Hidx 4, D = Dv
+// = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or transfers, under the kernel plan PlanKernels
+// makes of the request (plan keys on the command line, or MSA_GPU_PLAN). Each stage (index kernel, top-k, main branch)
+// is timed with CUDA events after a warm-up, the median of the repetitions; a KV-outer main branch is also captured in
+// a CUDA graph and its replays timed, and in decode the whole step (index, top-k, main branch) too. Outputs are
+// poisoned before every repetition and checked after the last one (every selection row valid, no NaN left in out / lse;
+// exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold vs warp, batched vs per-sequence,
+// direct vs general lists, fp8 within its bound) are the plan-parameterised GPU test's (tests/gpu_plans_test.cc).
+// Prints one JSON object, "plan" the plan that ran.
 //
 //   gpu_bench prefill N [reps] [key=value ...]          one causal sequence of N tokens
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [key=value ...]   B sequences of L keys, Q queries each (1)
@@ -23,11 +24,11 @@
 #include <utility>
 #include <vector>
 
+#include "bench/gpu_bench_checks.h"
 #include "gpu/common/device_buffer.h"
 #include "gpu/common/device_query.h"
 #include "gpu/common/kernel_plan.h"
 #include "gpu/common/pipeline.h"
-#include "bench/gpu_bench_checks.h"
 
 namespace msa::gpu {
 namespace {
@@ -38,23 +39,23 @@ using bench::FillUniformBf16;
 
 constexpr int kHq = 64, kHkv = 4, kDim = 128, kBk = 128, kTopK = 16;
 
-#define BENCH_CHECK(expr)                                                                       \
-  do {                                                                                          \
-    const cudaError_t bench_error_ = (expr);                                                    \
-    if (bench_error_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "gpu_bench: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__,    \
-                   cudaGetErrorString(bench_error_));                                           \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+#define BENCH_CHECK(expr)                                                                    \
+  do {                                                                                       \
+    const cudaError_t bench_error_ = (expr);                                                 \
+    if (bench_error_ != cudaSuccess) {                                                       \
+      std::fprintf(stderr, "gpu_bench: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__, \
+                   cudaGetErrorString(bench_error_));                                        \
+      std::exit(1);                                                                          \
+    }                                                                                        \
   } while (false)
 
-#define BENCH_OK(expr)                                                                          \
-  do {                                                                                          \
-    const ::msa::Status bench_status_ = (expr);                                                 \
-    if (!bench_status_.ok()) {                                                                  \
-      std::fprintf(stderr, "gpu_bench: %s\n", bench_status_.message().c_str());                 \
-      std::exit(1);                                                                             \
-    }                                                                                           \
+#define BENCH_OK(expr)                                                          \
+  do {                                                                          \
+    const ::msa::Status bench_status_ = (expr);                                 \
+    if (!bench_status_.ok()) {                                                  \
+      std::fprintf(stderr, "gpu_bench: %s\n", bench_status_.message().c_str()); \
+      std::exit(1);                                                             \
+    }                                                                           \
   } while (false)
 
 template <typename T>
@@ -128,8 +129,8 @@ double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&&
 
 // Whether every kernel of the plan enqueues on the given stream (gpu/common/pipeline.h): then it can be captured.
 bool CapturesOnStream(const KernelPlan& plan) {
-  const bool index = plan.index == IndexKernel::kMma || plan.index == IndexKernel::kWgmma ||
-                     plan.index == IndexKernel::kFp8;
+  const bool index =
+      plan.index == IndexKernel::kMma || plan.index == IndexKernel::kWgmma || plan.index == IndexKernel::kFp8;
   const bool topk = plan.topk == TopKKernel::kWarp || plan.topk == TopKKernel::kThreshold;
   return index && topk;
 }
@@ -181,9 +182,9 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
     BENCH_CHECK(E4M3ToLowp(index_q8.get(), total_q * kHkv * kDim, kLowpBF16, index_q.get()));
     BENCH_CHECK(E4M3ToLowp(index_k8.get(), total_k * kDim, kLowpBF16, index_k.get()));
   }
-  DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");  // [Hidx, total_q, top_k]
-  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
-  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
+  DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");     // [Hidx, total_q, top_k]
+  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");           // [total_q, Hq, Dv]
+  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");                  // [total_q, Hq]
   DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(4, "flags");  // 2 index flags, 2 counts
   std::vector<int64_t> position(total_q), key_begin(total_q);
   std::vector<int32_t> first_block(total_q);
@@ -205,9 +206,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
   BENCH_OK(AllocateAttendWorkspace(config, shapes, plan, &attend_ws));
   const DeviceIndexInputs index_inputs{nullptr, nullptr, index_q.get(), index_k.get(), index_q8.get(), index_k8.get()};
   const DeviceSelection selection{topk.get(), nullptr, flags.get()};
-  const DeviceAttendInputs attend_inputs{nullptr,     nullptr,     nullptr,    q.get(),          k.get(),
-                                         v.get(),     topk.get(), d_position.get(), d_key_begin.get(),
-                                         d_first_block.get()};
+  const DeviceAttendInputs attend_inputs{nullptr, nullptr,    nullptr,          q.get(),           k.get(),
+                                         v.get(), topk.get(), d_position.get(), d_key_begin.get(), d_first_block.get()};
   const DeviceAttendOutputs attend_outputs{out.get(), lse.get()};
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -18,7 +18,7 @@ __global__ void FillUniformBf16Kernel(uint16_t* dst, int64_t n, uint64_t seed) {
 
 // Counts selection rows that break the contract (poison, id out of range, local block not last valid).
 __global__ void CountBadSelectionsKernel(const int32_t* topk, int64_t total_q, int64_t q_len, int hidx, int top_k,
-                                   int64_t pos0, int bk, unsigned long long* bad) {
+                                         int64_t pos0, int bk, unsigned long long* bad) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (row >= total_q * hidx) return;
   const int64_t t = row % total_q, pos = pos0 + t % q_len, local = pos / bk;

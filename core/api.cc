@@ -40,8 +40,8 @@ Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<dou
   return Status::Ok();
 }
 
-Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
-              const SelectionOutputs& outputs, const ProgressFn& progress) {
+Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
+              const ProgressFn& progress) {
   MSA_RETURN_IF_ERROR(ValidateIndexInputs(config, inputs));
   const bool has_rows = inputs.batch.total_q() > 0;  // an all-empty batch has nothing to write
   if (has_rows && outputs.topk_indices == nullptr) return InvalidArgument("topk_indices: output pointer is null");
@@ -67,13 +67,16 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
 }
 
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
-           const AttentionInputs& attention_inputs, const SelectionOutputs& selection,
-           const AttentionOutputs& outputs, const ProgressFn& progress) {
-  const ProgressFn select_progress = [&](double f) { if (progress) progress(0.5 * f); };
-  const ProgressFn attend_progress = [&](double f) { if (progress) progress(0.5 + 0.5 * f); };
+           const AttentionInputs& attention_inputs, const SelectionOutputs& selection, const AttentionOutputs& outputs,
+           const ProgressFn& progress) {
+  const ProgressFn select_progress = [&](double f) {
+    if (progress) progress(0.5 * f);
+  };
+  const ProgressFn attend_progress = [&](double f) {
+    if (progress) progress(0.5 + 0.5 * f);
+  };
   MSA_RETURN_IF_ERROR(Select(backend, config, index_inputs, selection, select_progress));
-  return Attend(backend, config, attention_inputs, SelectionView{selection.topk_indices}, outputs,
-                attend_progress);
+  return Attend(backend, config, attention_inputs, SelectionView{selection.topk_indices}, outputs, attend_progress);
 }
 
 }  // namespace msa

@@ -14,9 +14,12 @@ namespace msa {
 
 std::string_view PoolingName(Pooling pooling) {
   switch (pooling) {
-    case Pooling::kMax: return "max";
-    case Pooling::kLse: return "lse";
-    case Pooling::kMean: return "mean";
+    case Pooling::kMax:
+      return "max";
+    case Pooling::kLse:
+      return "lse";
+    case Pooling::kMean:
+      return "mean";
   }
   return "?";
 }
@@ -27,21 +30,24 @@ bool ParsePooling(std::string_view name, Pooling* pooling) {
 
 std::string_view PrecisionName(Precision precision) {
   switch (precision) {
-    case Precision::kExact: return "exact";
-    case Precision::kFp32: return "fp32";
-    case Precision::kBf16: return "bf16";
-    case Precision::kFp16: return "fp16";
+    case Precision::kExact:
+      return "exact";
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kBf16:
+      return "bf16";
+    case Precision::kFp16:
+      return "fp16";
   }
   return "?";
 }
 
 bool ParsePrecision(std::string_view name, Precision* precision) {
-  return ParseByName(name, {Precision::kExact, Precision::kFp32, Precision::kBf16, Precision::kFp16}, PrecisionName, precision);
+  return ParseByName(name, {Precision::kExact, Precision::kFp32, Precision::kBf16, Precision::kFp16}, PrecisionName,
+                     precision);
 }
 
-std::string_view IndexFormatName(IndexFormat format) {
-  return format == IndexFormat::kE4M3 ? "e4m3" : "native";
-}
+std::string_view IndexFormatName(IndexFormat format) { return format == IndexFormat::kE4M3 ? "e4m3" : "native"; }
 
 bool ParseIndexFormat(std::string_view name, IndexFormat* format) {
   return ParseByName(name, {IndexFormat::kNative, IndexFormat::kE4M3}, IndexFormatName, format);
@@ -110,8 +116,8 @@ Status ValidateConfig(const Config& config) {
   MSA_RETURN_IF_ERROR(RequirePositive("block_size", config.block_size));
   MSA_RETURN_IF_ERROR(RequirePositive("top_k", config.top_k));
   if (config.top_k > kMaxTopK) {
-    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at most " +
-                           std::to_string(kMaxTopK) + " (every output row holds top_k slots; a top_k of at least "
+    return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at most " + std::to_string(kMaxTopK) +
+                           " (every output row holds top_k slots; a top_k of at least "
                            "the visible blocks already selects everything)");
   }
   if (config.num_q_heads % config.num_kv_heads != 0) {
@@ -126,10 +132,11 @@ Status ValidateConfig(const Config& config) {
   const int64_t forced = int64_t{config.init_blocks} + config.local_blocks;  // no int overflow
   if (config.top_k < forced) {
     return InvalidArgument("top_k = " + std::to_string(config.top_k) + ": must be at least init_blocks + " +
-                           "local_blocks = " + std::to_string(forced) + " (the forced blocks: " +
-                           std::to_string(config.init_blocks) + " init blocks and " +
+                           "local_blocks = " + std::to_string(forced) +
+                           " (the forced blocks: " + std::to_string(config.init_blocks) + " init blocks and " +
                            (config.local_blocks == 1 ? std::string("the local block")
-                                                     : std::to_string(config.local_blocks) + " local blocks") + ")");
+                                                     : std::to_string(config.local_blocks) + " local blocks") +
+                           ")");
   }
   if (config.score_format == ScoreFormat::kFp16 && config.pooling != Pooling::kMax) {
     return InvalidArgument("score_format = fp16 with pooling = " + std::string(PoolingName(config.pooling)) +

@@ -11,21 +11,33 @@ namespace msa {
 
 std::string_view DTypeName(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return "F64";
-    case DType::kF32: return "F32";
-    case DType::kBF16: return "BF16";
-    case DType::kF16: return "F16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
+    case DType::kF64:
+      return "F64";
+    case DType::kF32:
+      return "F32";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kF16:
+      return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   return "?";
 }
 
 int DTypeSize(DType dtype) {
   switch (dtype) {
-    case DType::kF64: case DType::kI64: return 8;
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kBF16: case DType::kF16: return 2;
+    case DType::kF64:
+    case DType::kI64:
+      return 8;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kBF16:
+    case DType::kF16:
+      return 2;
   }
   return 0;
 }
@@ -85,8 +97,9 @@ inline uint16_t RoundDoubleBits(uint64_t magnitude, int fraction_bits, int min_e
   // Subnormal (or zero) in the target format: n = round(magnitude / quantum), quantum = 2^(min_exponent -
   // fraction_bits); n <= 2^fraction_bits, and n = 2^fraction_bits is the smallest normal's bits.
   if (biased == 0) return 0;  // a double subnormal or zero: far below half a quantum of either format
-  const uint64_t significand = (magnitude & kFractionMask) | (uint64_t(1) << 52);  // value = significand * 2^(biased - 1075)
-  const int shift = (1075 - biased) + (min_exponent - fraction_bits);                // n = significand / 2^shift
+  const uint64_t significand =
+      (magnitude & kFractionMask) | (uint64_t(1) << 52);               // value = significand * 2^(biased - 1075)
+  const int shift = (1075 - biased) + (min_exponent - fraction_bits);  // n = significand / 2^shift
   if (shift >= 54) return 0;  // significand < 2^53 <= half of 2^shift: rounds to zero
   const uint64_t n = significand >> shift, rest = significand & ((uint64_t(1) << shift) - 1);
   const uint64_t half = uint64_t(1) << (shift - 1);
@@ -121,12 +134,18 @@ uint16_t DoubleToF16(double value) {
 
 double LoadAsDouble(const void* data, DType dtype, int64_t element) {
   switch (dtype) {
-    case DType::kF64: return static_cast<const double*>(data)[element];
-    case DType::kF32: return static_cast<const float*>(data)[element];
-    case DType::kBF16: return BF16ToDouble(static_cast<const uint16_t*>(data)[element]);
-    case DType::kF16: return F16ToDouble(static_cast<const uint16_t*>(data)[element]);
-    case DType::kI32: return static_cast<const int32_t*>(data)[element];
-    case DType::kI64: return double(static_cast<const int64_t*>(data)[element]);
+    case DType::kF64:
+      return static_cast<const double*>(data)[element];
+    case DType::kF32:
+      return static_cast<const float*>(data)[element];
+    case DType::kBF16:
+      return BF16ToDouble(static_cast<const uint16_t*>(data)[element]);
+    case DType::kF16:
+      return F16ToDouble(static_cast<const uint16_t*>(data)[element]);
+    case DType::kI32:
+      return static_cast<const int32_t*>(data)[element];
+    case DType::kI64:
+      return double(static_cast<const int64_t*>(data)[element]);
   }
   MSA_ASSERT(false);
   return 0;

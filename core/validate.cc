@@ -21,8 +21,8 @@ Status ValidatePrefixSums(const char* name, std::span<const int32_t> cu) {
   }
   for (size_t b = 1; b < cu.size(); ++b) {
     if (cu[b] < cu[b - 1]) {
-      return InvalidArgument(std::string(name) + "[" + Str(b) + "] = " + Str(cu[b]) + ": must be >= " + name +
-                             "[" + Str(b - 1) + "] = " + Str(cu[b - 1]) + " (prefix sums never decrease)");
+      return InvalidArgument(std::string(name) + "[" + Str(b) + "] = " + Str(cu[b]) + ": must be >= " + name + "[" +
+                             Str(b - 1) + "] = " + Str(cu[b - 1]) + " (prefix sums never decrease)");
     }
   }
   return Status::Ok();
@@ -49,8 +49,7 @@ Status ValidateView(const char* name, const TensorView& view, const char* cu_nam
     return InvalidArgument(std::string(name) + " has head dim " + Str(view.dim) + ": " + dim_rule);
   }
   int64_t elements;
-  if (view.rows < 0 || view.heads < 0 || view.dim < 0 ||
-      __builtin_mul_overflow(view.rows, view.heads, &elements) ||
+  if (view.rows < 0 || view.heads < 0 || view.dim < 0 || __builtin_mul_overflow(view.rows, view.heads, &elements) ||
       __builtin_mul_overflow(elements, view.dim, &elements)) {
     return InvalidArgument(std::string(name) + " shape [" + Str(view.rows) + ", " + Str(view.heads) + ", " +
                            Str(view.dim) + "]: the element count must fit in int64");
@@ -66,8 +65,10 @@ Status ValidateFinite(const char* name, const TensorView& view) {
       for (int64_t d = 0; d < view.dim; ++d) {
         const double value = view.At(row, head, d);
         if (!std::isfinite(value)) {
-          return InvalidArgument(std::string(name) + "[" + Str(row) + ", " + Str(head) + ", " + Str(d) +
-                                 "] = " + (std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf") +
+          return InvalidArgument(std::string(name) + "[" + Str(row) + ", " + Str(head) + ", " + Str(d) + "] = " +
+                                 (std::isnan(value) ? "nan"
+                                  : value > 0       ? "inf"
+                                                    : "-inf") +
                                  ": inputs must be finite");
         }
       }
@@ -84,9 +85,8 @@ Status ValidateSelectionOutputSizes(const Config& config, const Batch& batch) {
   if (__builtin_mul_overflow(int64_t(config.num_kv_heads), batch.total_q(), &size) ||
       __builtin_mul_overflow(size, std::max<int64_t>(max_blocks, config.top_k), &size) ||
       __builtin_mul_overflow(size, int64_t(sizeof(double)), &size)) {
-    return InvalidArgument("selection outputs [Hidx, total_q, max(max_blocks, top_k)] = [" +
-                           Str(config.num_kv_heads) + ", " + Str(batch.total_q()) + ", " +
-                           Str(std::max<int64_t>(max_blocks, config.top_k)) +
+    return InvalidArgument("selection outputs [Hidx, total_q, max(max_blocks, top_k)] = [" + Str(config.num_kv_heads) +
+                           ", " + Str(batch.total_q()) + ", " + Str(std::max<int64_t>(max_blocks, config.top_k)) +
                            "]: the byte count must fit in int64");
   }
   return Status::Ok();
@@ -97,8 +97,8 @@ Status ValidateAttentionOutputSizes(const Config& config, const Batch& batch) {
   if (__builtin_mul_overflow(batch.total_q(), int64_t(config.num_q_heads), &size) ||
       __builtin_mul_overflow(size, int64_t(config.value_dim), &size) ||
       __builtin_mul_overflow(size, int64_t(sizeof(double)), &size)) {
-    return InvalidArgument("out [total_q, Hq, Dv] = [" + Str(batch.total_q()) + ", " + Str(config.num_q_heads) +
-                           ", " + Str(config.value_dim) + "]: the byte count must fit in int64");
+    return InvalidArgument("out [total_q, Hq, Dv] = [" + Str(batch.total_q()) + ", " + Str(config.num_q_heads) + ", " +
+                           Str(config.value_dim) + "]: the byte count must fit in int64");
   }
   return Status::Ok();
 }
@@ -136,9 +136,10 @@ Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs) {
   MSA_RETURN_IF_ERROR(ValidateBatch(inputs.batch));
   const Batch& batch = inputs.batch;
   const int64_t hkv = config.num_kv_heads, di = config.index_head_dim;
-  MSA_RETURN_IF_ERROR(ValidateView("index_q", inputs.index_q, "cu_seqlens_q", batch.cu_seqlens_q, hkv,
-                                   "must equal Hkv = " + Str(hkv) + " (Hidx == Hkv: one index-query head per GQA group)",
-                                   di, "must equal Di = " + Str(di)));
+  MSA_RETURN_IF_ERROR(
+      ValidateView("index_q", inputs.index_q, "cu_seqlens_q", batch.cu_seqlens_q, hkv,
+                   "must equal Hkv = " + Str(hkv) + " (Hidx == Hkv: one index-query head per GQA group)", di,
+                   "must equal Di = " + Str(di)));
   MSA_RETURN_IF_ERROR(ValidateView("index_k", inputs.index_k, "cu_seqlens_k", batch.cu_seqlens_k, 1,
                                    "must be 1 (one index-key head shared by all groups)", di,
                                    "must equal Di = " + Str(di) + " (index_q and index_k share Di)"));
@@ -153,8 +154,8 @@ Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inpu
   MSA_RETURN_IF_ERROR(ValidateBatch(inputs.batch));
   const Batch& batch = inputs.batch;
   const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads, d = config.head_dim, dv = config.value_dim;
-  MSA_RETURN_IF_ERROR(ValidateView("q", inputs.q, "cu_seqlens_q", batch.cu_seqlens_q, hq,
-                                   "must equal Hq = " + Str(hq), d, "must equal D = " + Str(d)));
+  MSA_RETURN_IF_ERROR(ValidateView("q", inputs.q, "cu_seqlens_q", batch.cu_seqlens_q, hq, "must equal Hq = " + Str(hq),
+                                   d, "must equal D = " + Str(d)));
   MSA_RETURN_IF_ERROR(ValidateView("k", inputs.k, "cu_seqlens_k", batch.cu_seqlens_k, hkv,
                                    "must equal Hkv = " + Str(hkv), d,
                                    "must equal D = " + Str(d) + " (q and k share the head dim D)"));

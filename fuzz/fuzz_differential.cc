@@ -70,7 +70,7 @@ ProblemSpec DecodeSpec(ByteSource& in) {
   // Beyond arbitrary.h: the hard cases of the canonical case list.
   const uint8_t flags = in.Byte();
   if (flags & 1) spec.query_scale = 100;  // |scores| ~ 1e4: large logits
-  spec.few_valued_index = flags & 2;     // index inputs in {-1, 0, 1}: many exact ties
+  spec.few_valued_index = flags & 2;      // index inputs in {-1, 0, 1}: many exact ties
   if (flags & 4) c.softmax_scale = double(in.InRange(1, 255)) / 64;
   if (flags & 8) c.index_scale = double(in.InRange(1, 255)) / 64;
   // SPEC v2's knobs, read last so that every older input decodes as before (a byte past the end reads 0:
@@ -85,7 +85,8 @@ std::string DescribeSpec(const ProblemSpec& spec) {
   std::string text = DescribeConfig(spec.config) + " dtype=" + std::string(DTypeName(spec.dtype)) +
                      " seed=" + std::to_string(spec.seed) + " query_scale=" + std::to_string(spec.query_scale) +
                      " few_valued_index=" + (spec.few_valued_index ? "1" : "0") + " lengths=";
-  for (const auto& [q_len, k_len] : spec.lengths) text += "(" + std::to_string(q_len) + "," + std::to_string(k_len) + ")";
+  for (const auto& [q_len, k_len] : spec.lengths)
+    text += "(" + std::to_string(q_len) + "," + std::to_string(k_len) + ")";
   if (spec.config.softmax_scale) text += " softmax_scale=" + std::to_string(*spec.config.softmax_scale);
   if (spec.config.index_scale) text += " index_scale=" + std::to_string(*spec.config.index_scale);
   return text;
@@ -152,8 +153,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Problem variant = problem;
       variant.config.precision = precision;
       if (!backend.supports(variant.config).ok() || Skipped(backend.name, precision)) continue;
-      const std::string what = std::string(backend.name) + " precision=" + std::string(PrecisionName(precision)) +
-                               " on " + described;
+      const std::string what =
+          std::string(backend.name) + " precision=" + std::string(PrecisionName(precision)) + " on " + described;
 
       // 1. Its own selection, then attention on it.
       Outputs own;

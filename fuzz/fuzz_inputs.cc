@@ -116,17 +116,19 @@ void CheckOutputs(const Problem& problem, const Outputs& outputs) {
     }
   }
   for (size_t i = 0; i < outputs.out.size(); ++i) {
-    MSA_FUZZ_CHECK(std::isfinite(outputs.out[i]), config + ": " + Where("out", i) + " = " + std::to_string(outputs.out[i]));
+    MSA_FUZZ_CHECK(std::isfinite(outputs.out[i]),
+                   config + ": " + Where("out", i) + " = " + std::to_string(outputs.out[i]));
   }
   for (size_t i = 0; i < outputs.lse.size(); ++i) {
-    MSA_FUZZ_CHECK(std::isfinite(outputs.lse[i]), config + ": " + Where("lse", i) + " = " + std::to_string(outputs.lse[i]));
+    MSA_FUZZ_CHECK(std::isfinite(outputs.lse[i]),
+                   config + ": " + Where("lse", i) + " = " + std::to_string(outputs.lse[i]));
   }
 }
 
 void CheckRefusal(const Status& status, const char* stage) {
-  MSA_FUZZ_CHECK(status.code() == StatusCode::kInvalidArgument && !status.message().empty(),
-                 std::string(stage) + " failed with code " + std::to_string(int(status.code())) + ": " +
-                     status.message());
+  MSA_FUZZ_CHECK(
+      status.code() == StatusCode::kInvalidArgument && !status.message().empty(),
+      std::string(stage) + " failed with code " + std::to_string(int(status.code())) + ": " + status.message());
 }
 
 }  // namespace
@@ -194,8 +196,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Status run = RunBackend(*reference, problem, &outputs);
   if (!run.ok()) {
     // The only refusal of valid inputs: a score or an output that overflows a double.
-    MSA_FUZZ_CHECK((risk.index || risk.attention) &&
-                       run.code() == StatusCode::kInvalidArgument && run.message().find("not finite") != std::string::npos,
+    MSA_FUZZ_CHECK((risk.index || risk.attention) && run.code() == StatusCode::kInvalidArgument &&
+                       run.message().find("not finite") != std::string::npos,
                    DescribeConfig(problem.config) + ": RunBackend(reference) failed: " + run.message());
     return 0;
   }

@@ -90,9 +90,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Status status = ParseSafetensors(bytes, &parsed, kSource);
   if (!status.ok()) {
     MSA_FUZZ_CHECK(status.code() == StatusCode::kInvalidArgument, status.message());
-    MSA_FUZZ_CHECK(status.message().rfind(std::string(kSource) + ": ", 0) == 0 &&
-                       status.message().size() > kSource.size() + 2,
-                   "a refusal must name the source and say why: " + status.message());
+    MSA_FUZZ_CHECK(
+        status.message().rfind(std::string(kSource) + ": ", 0) == 0 && status.message().size() > kSource.size() + 2,
+        "a refusal must name the source and say why: " + status.message());
     MSA_FUZZ_CHECK(parsed.tensors.empty() && parsed.metadata.empty(), "a refusal must leave *file unchanged");
   }
 
@@ -125,10 +125,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   MSA_FUZZ_CHECK(write_status.ok(), "SerializeSafetensors refused a parsed file: " + write_status.message());
   SafetensorsFile reparsed;
   const Status reparse_status = ParseSafetensors(serialized, &reparsed, "<serialized>");
-  MSA_FUZZ_CHECK(reparse_status.ok(), "ParseSafetensors refused SerializeSafetensors' image: " +
-                                          reparse_status.message());
-  MSA_FUZZ_CHECK(SameTensors(parsed, reparsed),
-                 "before: " + Describe(parsed) + "\nafter:  " + Describe(reparsed));
+  MSA_FUZZ_CHECK(reparse_status.ok(),
+                 "ParseSafetensors refused SerializeSafetensors' image: " + reparse_status.message());
+  MSA_FUZZ_CHECK(SameTensors(parsed, reparsed), "before: " + Describe(parsed) + "\nafter:  " + Describe(reparsed));
   std::vector<uint8_t> serialized_again;
   MSA_FUZZ_CHECK(SerializeSafetensors(reparsed, &serialized_again).ok(), "second SerializeSafetensors failed");
   MSA_FUZZ_CHECK(serialized_again == serialized, "SerializeSafetensors is not a fixed point of the round trip");

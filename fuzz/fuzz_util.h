@@ -9,14 +9,14 @@
 
 // A finding: prints what broke (and `detail`, a std::string) to stderr, then traps, which libFuzzer and the
 // replay test both report as a crash on the current input.
-#define MSA_FUZZ_CHECK(condition, detail)                                                                 \
-  do {                                                                                                    \
-    if (!(condition)) {                                                                                   \
-      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n%s\n", __FILE__, __LINE__, #condition,          \
-                   std::string(detail).c_str());                                                          \
-      std::fflush(stderr);                                                                                \
-      __builtin_trap();                                                                                   \
-    }                                                                                                     \
+#define MSA_FUZZ_CHECK(condition, detail)                                                        \
+  do {                                                                                           \
+    if (!(condition)) {                                                                          \
+      std::fprintf(stderr, "%s:%d: fuzz check failed: %s\n%s\n", __FILE__, __LINE__, #condition, \
+                   std::string(detail).c_str());                                                 \
+      std::fflush(stderr);                                                                       \
+      __builtin_trap();                                                                          \
+    }                                                                                            \
   } while (false)
 
 namespace msa::fuzz {

@@ -18,7 +18,8 @@ namespace {
 
 void WriteBytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
   std::filesystem::create_directories(path.parent_path());
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
 }
 
 std::vector<uint8_t> ValidInputs(const ProblemSpec& spec) {
@@ -126,25 +127,27 @@ int main(int argc, char** argv) {
   both.push_back({"hostile_empty_header", WithHeader("{}")});
   both.push_back({"hostile_not_json", WithHeader("{\"q\":")});
   both.push_back({"hostile_not_object", WithHeader("[1,2,3]")});
-  both.push_back({"hostile_duplicate_name",
-                  WithHeader(R"({"x":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
-                             R"("x":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})", f64_scalar)});
-  both.push_back({"hostile_overlap",
-                  WithHeader(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-                             R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", f64_scalar)});
-  both.push_back({"hostile_reversed_offsets",
-                  WithHeader(R"({"a":{"dtype":"F64","shape":[],"data_offsets":[8,0]}})", f64_scalar)});
+  both.push_back({"hostile_duplicate_name", WithHeader(R"({"x":{"dtype":"F64","shape":[],"data_offsets":[0,8]},)"
+                                                       R"("x":{"dtype":"F64","shape":[],"data_offsets":[0,8]}})",
+                                                       f64_scalar)});
+  both.push_back({"hostile_overlap", WithHeader(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                                                R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                                                f64_scalar)});
+  both.push_back(
+      {"hostile_reversed_offsets", WithHeader(R"({"a":{"dtype":"F64","shape":[],"data_offsets":[8,0]}})", f64_scalar)});
   both.push_back({"hostile_shape_overflow",
                   WithHeader(R"({"a":{"dtype":"F64","shape":[1099511627776,1099511627776,1099511627776],)"
-                             R"("data_offsets":[0,8]}})", f64_scalar)});
-  both.push_back({"hostile_negative_dim",
-                  WithHeader(R"({"a":{"dtype":"F64","shape":[-1],"data_offsets":[0,8]}})", f64_scalar)});
-  both.push_back({"hostile_unknown_dtype",
-                  WithHeader(R"({"a":{"dtype":"F128","shape":[],"data_offsets":[0,8]}})", f64_scalar)});
+                             R"("data_offsets":[0,8]}})",
+                             f64_scalar)});
+  both.push_back(
+      {"hostile_negative_dim", WithHeader(R"({"a":{"dtype":"F64","shape":[-1],"data_offsets":[0,8]}})", f64_scalar)});
+  both.push_back(
+      {"hostile_unknown_dtype", WithHeader(R"({"a":{"dtype":"F128","shape":[],"data_offsets":[0,8]}})", f64_scalar)});
   both.push_back({"hostile_metadata_not_string", WithHeader(R"({"__metadata__":{"msa_config":{"top_k":1}}})")});
   both.push_back({"hostile_gap_and_unicode_names",
                   WithHeader(R"({"\u00e9\u0000":{"dtype":"I32","shape":[1],"data_offsets":[4,8]},)"
-                             R"("__metadata__":{"k\ud83d\ude00":"v"}})", f64_scalar)});
+                             R"("__metadata__":{"k\ud83d\ude00":"v"}})",
+                             f64_scalar)});
   for (const auto& [name, bytes] : both) {
     WriteBytes(corpus / "fuzz_safetensors" / name, bytes);
     WriteBytes(corpus / "fuzz_inputs" / name, bytes);

@@ -86,7 +86,8 @@ Status Supports(const Config& config) {
     return Unsupported("backend gpu computes precisions exact, bf16 and fp16, not fp32 (not implemented yet)");
   }
   const int limit = config.precision == Precision::kExact ? kExactMaxDim : kLowpMaxDim;
-  for (const auto& [field, value] : {std::pair{"head_dim", config.head_dim}, {"value_dim", config.value_dim},
+  for (const auto& [field, value] : {std::pair{"head_dim", config.head_dim},
+                                     {"value_dim", config.value_dim},
                                      {"index_head_dim", config.index_head_dim}}) {
     if (value > limit) {
       return Unsupported("backend gpu at precision " + name + " takes " + field + " up to " + std::to_string(limit) +
@@ -102,10 +103,14 @@ Status Supports(const Config& config) {
 
 int TypeCode(DType dtype) {
   switch (dtype) {
-    case DType::kF64: return kInF64;
-    case DType::kF32: return kInF32;
-    case DType::kBF16: return kInBF16;
-    default: return kInF16;
+    case DType::kF64:
+      return kInF64;
+    case DType::kF32:
+      return kInF32;
+    case DType::kBF16:
+      return kInBF16;
+    default:
+      return kInF16;
   }
 }
 
@@ -146,7 +151,8 @@ Status Upload(const TensorView& view, Precision precision, const char* name, Dev
     MSA_CUDA_RETURN_IF_ERROR(WidenToDouble(raw.get(), TypeCode(view.dtype), n, tensor->wide.get()));
   } else {
     MSA_RETURN_IF_ERROR(tensor->narrow.Allocate(n, name));
-    MSA_CUDA_RETURN_IF_ERROR(RoundToLowp(raw.get(), TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
+    MSA_CUDA_RETURN_IF_ERROR(
+        RoundToLowp(raw.get(), TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
   }
   if (with_e4m3) {
     MSA_RETURN_IF_ERROR(tensor->e4m3.Allocate(n, name));
@@ -256,7 +262,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   const unsigned long long no_flags[2] = {no_bad, no_bad};
   MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(flags.get(), no_flags, sizeof no_flags, cudaMemcpyHostToDevice));
 
-  const DeviceIndexInputs device_inputs{index_q.wide.get(), index_k.wide.get(),  index_q.narrow.get(),
+  const DeviceIndexInputs device_inputs{index_q.wide.get(),   index_k.wide.get(), index_q.narrow.get(),
                                         index_k.narrow.get(), index_q.e4m3.get(), index_k.e4m3.get()};
   const DeviceSelection selection{topk.get(), index_lse.get(), flags.get()};
   ChunkScoresFn on_scores;
@@ -272,19 +278,19 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
   timer.Stop();
   last_plan = FormatSelectPlan(plan);
 
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.topk_indices, topk.get(), size_t(hidx * total_q * top_k) * 4,
-                                      cudaMemcpyDeviceToHost));
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(outputs.topk_indices, topk.get(), size_t(hidx * total_q * top_k) * 4, cudaMemcpyDeviceToHost));
   if (want_lse) {
-    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(outputs.index_lse, index_lse.get(), size_t(hidx * total_q) * 8,
-                                        cudaMemcpyDeviceToHost));
+    MSA_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(outputs.index_lse, index_lse.get(), size_t(hidx * total_q) * 8, cudaMemcpyDeviceToHost));
   }
   unsigned long long first[2] = {no_bad, no_bad};  // flags: a non-finite score first, as the reference reports
   MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(first, flags.get(), sizeof first, cudaMemcpyDeviceToHost));
   if (const unsigned long long bad = first[0]; bad != no_bad) {
     return InvalidArgument("index score of query " + std::to_string(bad / hidx) + ", group " +
                            std::to_string(bad % hidx) + " is not finite: index_q and index_k are too large for " +
-                           (exact ? std::string("a double dot product") :
-                                    std::string(PrecisionName(config.precision)) + " inputs with fp32 accumulation"));
+                           (exact ? std::string("a double dot product")
+                                  : std::string(PrecisionName(config.precision)) + " inputs with fp32 accumulation"));
   }
   if (const unsigned long long overflow = first[1]; overflow != no_bad) {
     return Fp16ScoreOverflow(int64_t(overflow / hidx), int64_t(overflow % hidx));
@@ -334,16 +340,17 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
   MSA_RETURN_IF_ERROR(d_first_block.Allocate(total_q, "block offsets"));
   MSA_RETURN_IF_ERROR(out.Allocate(total_q * hq * dv, "out"));
   MSA_RETURN_IF_ERROR(lse.Allocate(total_q * hq, "lse"));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(topk.get(), selection.topk_indices, size_t(hkv * total_q * top_k) * 4,
-                                      cudaMemcpyHostToDevice));
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(topk.get(), selection.topk_indices, size_t(hkv * total_q * top_k) * 4, cudaMemcpyHostToDevice));
   MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_position.get(), position.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_key_begin.get(), key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(d_first_block.get(), first_block.data(), size_t(total_q) * 4,
-                                      cudaMemcpyHostToDevice));
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(d_key_begin.get(), key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice));
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(d_first_block.get(), first_block.data(), size_t(total_q) * 4, cudaMemcpyHostToDevice));
   AttendWorkspace workspace;
   MSA_RETURN_IF_ERROR(AllocateAttendWorkspace(config, ShapesOf(config, batch), plan, &workspace));
-  const DeviceAttendInputs device_inputs{q.wide.get(), k.wide.get(), v.wide.get(),       q.narrow.get(),
-                                         k.narrow.get(), v.narrow.get(), topk.get(), d_position.get(),
+  const DeviceAttendInputs device_inputs{q.wide.get(),      k.wide.get(),       v.wide.get(), q.narrow.get(),
+                                         k.narrow.get(),    v.narrow.get(),     topk.get(),   d_position.get(),
                                          d_key_begin.get(), d_first_block.get()};
   KernelTimer timer;
   MSA_RETURN_IF_ERROR(AttendOnDevice(config, plan, device_inputs, {out.get(), lse.get()}, &workspace, nullptr));

@@ -29,9 +29,7 @@
 namespace msa {
 namespace {
 
-double Now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 struct Args {
   std::string mode, json;
@@ -79,7 +77,10 @@ std::string Quote(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
     if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += c;
   }
   return out + "\"";
@@ -95,8 +96,8 @@ const Backend& Gpu() { return *FindBackend("gpu"); }
 const Backend& Reference() { return *FindBackend("reference"); }
 
 int Info(const Args& args) {
-  WriteJson(args, "{\"device\": " + Quote(gpu::DeviceDescription()) + ", \"available\": " +
-                      (Gpu().is_available() ? "true" : "false") + "}");
+  WriteJson(args, "{\"device\": " + Quote(gpu::DeviceDescription()) +
+                      ", \"available\": " + (Gpu().is_available() ? "true" : "false") + "}");
   return Gpu().is_available() ? 0 : 1;
 }
 
@@ -194,7 +195,9 @@ int Small(const Args& args) {
         options.precision = precision;
         Verdict verdict;
         ok = Judge(problem, reference, Candidate{outputs.topk_indices, outputs.out, outputs.lse, outputs.index_lse},
-                   options, &verdict).ok() && verdict.passed();
+                   options, &verdict)
+                 .ok() &&
+             verdict.passed();
         if (!ok) report = FormatVerdict(verdict);
       }
       passed = passed && ok;
@@ -248,7 +251,8 @@ int Time(const Args& args) {
     return 2;
   }
   t0 = Now();
-  status = Attend(Gpu(), config, attention_inputs, SelectionView{topk.data()}, AttentionOutputs{out.data(), lse.data()});
+  status =
+      Attend(Gpu(), config, attention_inputs, SelectionView{topk.data()}, AttentionOutputs{out.data(), lse.data()});
   const double attend_wall = Now() - t0, attend_kernel = gpu::LastKernelSeconds();
   if (!status.ok()) {
     std::fprintf(stderr, "attend: %s\n", status.message().c_str());
@@ -274,14 +278,17 @@ int Time(const Args& args) {
 int main(int argc, char** argv) {
   msa::Args args;
   if (argc < 2) {
-    std::fprintf(stderr, "usage: gpu_check info|long|replay|small|time [--json FILE] [--q_len N] [--k_len N] [--hq N]\n");
+    std::fprintf(stderr,
+                 "usage: gpu_check info|long|replay|small|time [--json FILE] [--q_len N] [--k_len N] [--hq N]\n");
     return 2;
   }
   args.mode = argv[1];
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string key = argv[i];
-    if (key == "--json") args.json = argv[i + 1];
-    else if (key.rfind("--", 0) == 0) args.values[key.substr(2)] = std::stoll(argv[i + 1]);
+    if (key == "--json")
+      args.json = argv[i + 1];
+    else if (key.rfind("--", 0) == 0)
+      args.values[key.substr(2)] = std::stoll(argv[i + 1]);
   }
   const msa::Backend* gpu = msa::FindBackend("gpu");
   if (gpu == nullptr) {

@@ -53,13 +53,12 @@ cudaError_t ExactPool(int pooling, const double* scratch, int64_t ld, const doub
 // logsumexp of the l_b. work: [nq * Hidx * top_k * Bk] doubles of scratch.
 cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const int32_t* topk, const ChunkGeometry& g,
                           double scale, int score_format, double* work, double* index_lse);
-cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk,
-                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, double scale,
-                        double* out, double* lse);
+cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk, const int64_t* position,
+                        const int64_t* key_begin, const AttendGeometry& g, double scale, double* out, double* lse);
 
 // ---- shared by both modes ----
-// The selection of each chunk row from its block scores (SPEC section 2, gpu/topk/rank_row.cuh: the ranked candidates by
-// score desc, id asc; the init blocks; the other forced trailing blocks; the local block last; -1).
+// The selection of each chunk row from its block scores (SPEC section 2, gpu/topk/rank_row.cuh: the ranked candidates
+// by score desc, id asc; the init blocks; the other forced trailing blocks; the local block last; -1).
 cudaError_t RankDouble(const double* bs, const ChunkGeometry& g, int32_t* topk);
 cudaError_t RankFloat(const float* bs, const ChunkGeometry& g, int32_t* topk);
 // score_format fp16 (SPEC section 2): the block scores of the first `rows` rows of a chunk's buffer, bs[row *
@@ -121,9 +120,9 @@ cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, co
 // Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init and
-// trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate key first,
-// then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one warp
-// per row, one launch. Few rows with many candidates (decode: fewer rows than about 16 warps per SM): each row's
+// trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate
+// key first, then only keys >= the take-th largest of those 32 enter the lanes' sorted lists. Many rows (prefill): one
+// warp per row, one launch. Few rows with many candidates (decode: fewer rows than about 16 warps per SM): each row's
 // candidates are split over up to 32 warps (at least 256 candidates each), each split writes its best `take`
 // keys to `workspace` ([rows, splits, top_k] 64-bit keys), and a second launch merges them, one warp per row.
 // Needs RankTopKFits(g.top_k) (cudaErrorInvalidValue otherwise, nothing enqueued). workspace: device memory of
@@ -149,8 +148,8 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 // The main branch over the gathered keys (lowp_kernels.cu): one warp per (query, group, 16 heads), two passes over
 // the selected blocks' visible keys; any dims up to kLowpMaxDim. The fallback where QOuterAttend does not fit.
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                       const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                       double* out, double* lse);
+                           const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
+                           double* out, double* lse);
 // The main branch on tensor cores, query-outer (attend_kernels.cu): one CTA of 4 warps per (query, group, 16
 // heads), K and V of the gathered keys read once, scores kept in shared memory; same rounding points as
 // GatheredAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
@@ -186,8 +185,8 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
 // first_block [total_q]: the number of blocks of the sequences before the query's own (its bucket offset).
 cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                          double* out, double* lse, cudaStream_t stream = nullptr);
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
+                          double* lse, cudaStream_t stream = nullptr);
 // The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only): the lists,
 // the plan (PlanKvOuter), the partial results and the merge are KvOuterAttend's, the tile kernel runs one warpgroup
 // per 64-row tile on wgmma.mma_async (S = Q K^T and O = P V, P from registers) with K and V kept in shared memory

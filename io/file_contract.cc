@@ -52,8 +52,7 @@ Status TakeFloatTensor(const SafetensorsFile& file, const std::string& origin, c
   for (size_t axis = 1; axis < 3; ++axis) {
     if (found->shape[axis] > INT32_MAX) {
       return InvalidArgument(origin + ": tensor \"" + name + "\" has shape " + ShapeString(found->shape) + ": its " +
-                             (axis == 1 ? "head count" : "head dim") + " must be at most " +
-                             std::to_string(INT32_MAX));
+                             (axis == 1 ? "head count" : "head dim") + " must be at most " + std::to_string(INT32_MAX));
     }
   }
   *tensor = *found;
@@ -75,15 +74,14 @@ Status TakePrefixSums(const SafetensorsFile& file, const std::string& origin, co
   return Status::Ok();
 }
 
-Status ReadIntField(const nlohmann::json& json, const std::string& origin, const char* key, bool required,
-                    int* value) {
+Status ReadIntField(const nlohmann::json& json, const std::string& origin, const char* key, bool required, int* value) {
   if (!json.contains(key)) {
     if (!required) return Status::Ok();
     return InvalidArgument(origin + ": msa_config." + key + " is missing");
   }
   const nlohmann::json& field = json[key];
   // An unsigned literal above INT64_MAX must not wrap into range through get<int64_t>().
-  const bool fits = field.is_number_unsigned() ? field.get<uint64_t>() <= uint64_t{INT32_MAX}
+  const bool fits = field.is_number_unsigned()  ? field.get<uint64_t>() <= uint64_t{INT32_MAX}
                     : field.is_number_integer() ? field.get<int64_t>() >= INT32_MIN && field.get<int64_t>() <= INT32_MAX
                                                 : false;
   if (!fits) {
@@ -120,7 +118,8 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
   const nlohmann::json json = nlohmann::json::parse(text, limit_depth, /*allow_exceptions=*/false);
   if (too_deep && !json.is_discarded()) {
     return InvalidArgument(origin + ": __metadata__[\"msa_config\"] nests JSON arrays or objects more than " +
-                           std::to_string(kMaxDepth) + " levels deep: must be a flat JSON object (block_size, top_k, "
+                           std::to_string(kMaxDepth) +
+                           " levels deep: must be a flat JSON object (block_size, top_k, "
                            "init_blocks, pooling, ...)");
   }
   if (json.is_discarded() || !json.is_object()) {
@@ -128,8 +127,8 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
                            ": must be a JSON object (block_size, top_k, init_blocks, pooling, ...)");
   }
   for (const auto& [key, value] : json.items()) {
-    static const char* kKnown[] = {"block_size",  "top_k",     "init_blocks",  "local_blocks", "pooling",
-                                   "softmax_scale", "index_scale", "precision", "index_format", "score_format"};
+    static const char* kKnown[] = {"block_size",    "top_k",       "init_blocks", "local_blocks", "pooling",
+                                   "softmax_scale", "index_scale", "precision",   "index_format", "score_format"};
     const std::string& name = key;  // clang 14 cannot capture a structured binding in a lambda
     if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return name == k; }) ==
         std::end(kKnown)) {
@@ -201,7 +200,8 @@ Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& or
   MSA_RETURN_IF_ERROR(TakePrefixSums(file, origin, "cu_seqlens_k", &loaded.cu_seqlens_k));
   const auto config_entry = file.metadata.find("msa_config");
   if (config_entry == file.metadata.end()) {
-    return InvalidArgument(origin + ": __metadata__[\"msa_config\"] is missing: inputs must carry the config "
+    return InvalidArgument(origin +
+                           ": __metadata__[\"msa_config\"] is missing: inputs must carry the config "
                            "(a JSON object with block_size, top_k, init_blocks, pooling)");
   }
   Config& config = loaded.config;
@@ -229,7 +229,11 @@ Status LoadProblem(const std::string& path, Problem* problem, std::string* input
 
 SafetensorsFile ProblemToSafetensors(const Problem& problem) {
   SafetensorsFile file;
-  file.tensors = {problem.q, problem.k, problem.v, problem.index_q, problem.index_k,
+  file.tensors = {problem.q,
+                  problem.k,
+                  problem.v,
+                  problem.index_q,
+                  problem.index_k,
                   RawTensor("cu_seqlens_q", DType::kI32, {int64_t(problem.cu_seqlens_q.size())}, problem.cu_seqlens_q),
                   RawTensor("cu_seqlens_k", DType::kI32, {int64_t(problem.cu_seqlens_k.size())}, problem.cu_seqlens_k)};
   file.metadata["msa_config"] = ConfigToJson(problem.config);

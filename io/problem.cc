@@ -27,11 +27,26 @@ void Outputs::Allocate(const Problem& problem) {
 void StoreElement(SafetensorsTensor& tensor, int64_t element, double value) {
   uint8_t* at = tensor.bytes.data() + element * DTypeSize(tensor.dtype);
   switch (tensor.dtype) {
-    case DType::kF64: std::memcpy(at, &value, 8); return;
-    case DType::kF32: { const float f = float(value); std::memcpy(at, &f, 4); return; }
-    case DType::kBF16: { const uint16_t b = DoubleToBF16(value); std::memcpy(at, &b, 2); return; }
-    case DType::kF16: { const uint16_t b = DoubleToF16(value); std::memcpy(at, &b, 2); return; }
-    default: return;  // an integer tensor is left unchanged
+    case DType::kF64:
+      std::memcpy(at, &value, 8);
+      return;
+    case DType::kF32: {
+      const float f = float(value);
+      std::memcpy(at, &f, 4);
+      return;
+    }
+    case DType::kBF16: {
+      const uint16_t b = DoubleToBF16(value);
+      std::memcpy(at, &b, 2);
+      return;
+    }
+    case DType::kF16: {
+      const uint16_t b = DoubleToF16(value);
+      std::memcpy(at, &b, 2);
+      return;
+    }
+    default:
+      return;  // an integer tensor is left unchanged
   }
 }
 

@@ -15,8 +15,8 @@ namespace msa {
 struct Problem {
   Config config;
   std::vector<int32_t> cu_seqlens_q, cu_seqlens_k;  // [B+1] each
-  SafetensorsTensor q, k, v;                         // [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv]
-  SafetensorsTensor index_q, index_k;                // [total_q, Hidx, Di], [total_k, 1, Di]
+  SafetensorsTensor q, k, v;                        // [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv]
+  SafetensorsTensor index_q, index_k;               // [total_q, Hidx, Di], [total_k, 1, Di]
 
   Batch batch() const { return {cu_seqlens_q, cu_seqlens_k}; }
   IndexInputs index_inputs() const;

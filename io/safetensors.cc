@@ -50,9 +50,7 @@ std::string Brief(const Json& value) {
   return text;
 }
 
-std::string Quoted(std::string_view text) {
-  return Brief(Json(std::string(text.substr(0, kMaxQuotedChars + 1))));
-}
+std::string Quoted(std::string_view text) { return Brief(Json(std::string(text.substr(0, kMaxQuotedChars + 1)))); }
 
 std::string ShapeString(std::span<const int64_t> shape) {
   std::string text = "[";
@@ -165,8 +163,7 @@ Status ParseEntry(const std::string& name, const Json& value, uint64_t data_size
   }
   for (const auto& [key, unused] : value.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      return InvalidArgument(where + " has unknown field " + Quoted(key) +
-                             " (allowed: dtype, shape, data_offsets)");
+      return InvalidArgument(where + " has unknown field " + Quoted(key) + " (allowed: dtype, shape, data_offsets)");
     }
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -185,13 +182,13 @@ Status ParseEntry(const std::string& name, const Json& value, uint64_t data_size
     return InvalidArgument(where + ": shape is a JSON " + shape.type_name() + ", not an array");
   }
   if (shape.size() > size_t{kSafetensorsMaxDims}) {
-    return InvalidArgument(where + ": shape has " + std::to_string(shape.size()) +
-                           " dimensions, above the limit of " + std::to_string(kSafetensorsMaxDims));
+    return InvalidArgument(where + ": shape has " + std::to_string(shape.size()) + " dimensions, above the limit of " +
+                           std::to_string(kSafetensorsMaxDims));
   }
   for (size_t i = 0; i < shape.size(); ++i) {
     uint64_t dim;
-    MSA_RETURN_IF_ERROR(NonNegativeInteger(shape[i], uint64_t{kSafetensorsMaxDim},
-                                           where + ": shape[" + std::to_string(i) + "]", &dim));
+    MSA_RETURN_IF_ERROR(
+        NonNegativeInteger(shape[i], uint64_t{kSafetensorsMaxDim}, where + ": shape[" + std::to_string(i) + "]", &dim));
     entry->shape.push_back(int64_t(dim));
   }
 
@@ -207,20 +204,18 @@ Status ParseEntry(const std::string& name, const Json& value, uint64_t data_size
     return InvalidArgument(where + ": " + offsets_text + " are reversed (begin > end)");
   }
   if (entry->end > data_size) {
-    return InvalidArgument(where + ": " + offsets_text + " run past the data section of " +
-                           std::to_string(data_size) + " bytes (the file is truncated or the offsets are wrong)");
+    return InvalidArgument(where + ": " + offsets_text + " run past the data section of " + std::to_string(data_size) +
+                           " bytes (the file is truncated or the offsets are wrong)");
   }
 
-  const std::string shape_text =
-      "shape " + ShapeString(entry->shape) + " of " + std::string(DTypeName(entry->dtype));
+  const std::string shape_text = "shape " + ShapeString(entry->shape) + " of " + std::string(DTypeName(entry->dtype));
   int64_t needed;
   if (!ByteCount(entry->shape, entry->dtype, &needed)) {
     return InvalidArgument(where + ": " + shape_text + " needs more bytes than int64 can count (overflow)");
   }
   if (uint64_t(needed) != entry->end - entry->begin) {
-    return InvalidArgument(where + ": " + offsets_text + " hold " +
-                           std::to_string(entry->end - entry->begin) + " bytes but " + shape_text +
-                           " needs " + std::to_string(needed));
+    return InvalidArgument(where + ": " + offsets_text + " hold " + std::to_string(entry->end - entry->begin) +
+                           " bytes but " + shape_text + " needs " + std::to_string(needed));
   }
   return Status::Ok();
 }
@@ -261,13 +256,11 @@ Status ParseHeader(std::string_view text, uint64_t data_size, Header* header) {
   for (const auto& [key, value] : json.items()) {
     if (key == kMetadataKey) {
       if (!value.is_object()) {
-        return InvalidArgument("__metadata__ is a JSON " + std::string(value.type_name()) +
-                               ", not an object");
+        return InvalidArgument("__metadata__ is a JSON " + std::string(value.type_name()) + ", not an object");
       }
       for (const auto& [meta_key, meta_value] : value.items()) {
         if (!meta_value.is_string()) {
-          return InvalidArgument("__metadata__ " + Quoted(meta_key) + " is " + Brief(meta_value) +
-                                 ", not a string");
+          return InvalidArgument("__metadata__ " + Quoted(meta_key) + " is " + Brief(meta_value) + ", not a string");
         }
         header->metadata[meta_key] = meta_value.get<std::string>();
       }
@@ -283,16 +276,14 @@ Status ParseHeader(std::string_view text, uint64_t data_size, Header* header) {
   for (const Entry& entry : header->entries) {
     if (entry.begin < entry.end) by_begin.push_back(&entry);
   }
-  std::sort(by_begin.begin(), by_begin.end(),
-            [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
+  std::sort(by_begin.begin(), by_begin.end(), [](const Entry* a, const Entry* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < by_begin.size(); ++i) {
     const Entry& before = *by_begin[i - 1];
     const Entry& after = *by_begin[i];
     if (before.end > after.begin) {
-      return InvalidArgument("tensors " + Quoted(before.name) + " (data_offsets [" +
-                             std::to_string(before.begin) + ", " + std::to_string(before.end) + "]) and " +
-                             Quoted(after.name) + " (data_offsets [" + std::to_string(after.begin) + ", " +
-                             std::to_string(after.end) + "]) overlap");
+      return InvalidArgument("tensors " + Quoted(before.name) + " (data_offsets [" + std::to_string(before.begin) +
+                             ", " + std::to_string(before.end) + "]) and " + Quoted(after.name) + " (data_offsets [" +
+                             std::to_string(after.begin) + ", " + std::to_string(after.end) + "]) overlap");
     }
   }
   return Status::Ok();
@@ -308,9 +299,8 @@ Status CheckHeaderLength(uint64_t file_size, uint64_t header_length) {
                            std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");
   }
   if (header_length > file_size - 8) {
-    return InvalidArgument("header length " + std::to_string(header_length) +
-                           " runs past the end of the file (" + std::to_string(file_size - 8) +
-                           " bytes follow the length field)");
+    return InvalidArgument("header length " + std::to_string(header_length) + " runs past the end of the file (" +
+                           std::to_string(file_size - 8) + " bytes follow the length field)");
   }
   return Status::Ok();
 }
@@ -352,8 +342,7 @@ Status ReadAt(std::FILE* file, const std::string& path, uint64_t offset, void* d
     return IoError(path + ": cannot seek to byte " + std::to_string(offset) + ": " + std::strerror(errno));
   }
   if (std::fread(data, 1, size, file) != size) {
-    return IoError(path + ": cannot read " + std::to_string(size) + " bytes at byte " +
-                   std::to_string(offset) +
+    return IoError(path + ": cannot read " + std::to_string(size) + " bytes at byte " + std::to_string(offset) +
                    (std::ferror(file) ? std::string(": ") + std::strerror(errno) : ": the file ended early"));
   }
   return Status::Ok();
@@ -373,19 +362,17 @@ Status CheckWritable(const SafetensorsFile& file) {
     }
     for (int64_t dim : tensor.shape) {
       if (dim < 0 || dim > kSafetensorsMaxDim) {
-        return InvalidArgument(where + ": shape " + ShapeString(tensor.shape) +
-                               " has a dimension outside [0, 2^40]");
+        return InvalidArgument(where + ": shape " + ShapeString(tensor.shape) + " has a dimension outside [0, 2^40]");
       }
     }
-    const std::string shape_text =
-        "shape " + ShapeString(tensor.shape) + " of " + std::string(DTypeName(tensor.dtype));
+    const std::string shape_text = "shape " + ShapeString(tensor.shape) + " of " + std::string(DTypeName(tensor.dtype));
     int64_t needed;
     if (!ByteCount(tensor.shape, tensor.dtype, &needed)) {
       return InvalidArgument(where + ": " + shape_text + " needs more bytes than int64 can count (overflow)");
     }
     if (uint64_t(needed) != tensor.bytes.size()) {
-      return InvalidArgument(where + ": holds " + std::to_string(tensor.bytes.size()) + " bytes but " +
-                             shape_text + " needs " + std::to_string(needed));
+      return InvalidArgument(where + ": holds " + std::to_string(tensor.bytes.size()) + " bytes but " + shape_text +
+                             " needs " + std::to_string(needed));
     }
   }
   for (const auto& [key, value] : file.metadata) {

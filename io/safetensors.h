@@ -46,8 +46,7 @@ struct SafetensorsFile {
 Status ReadSafetensors(const std::string& path, SafetensorsFile* file);
 
 // The same rules over an in-memory image of a file; `source` names it in messages.
-Status ParseSafetensors(std::span<const uint8_t> bytes, SafetensorsFile* file,
-                        std::string_view source = "<memory>");
+Status ParseSafetensors(std::span<const uint8_t> bytes, SafetensorsFile* file, std::string_view source = "<memory>");
 
 // Lays out the file image: tensors in the given order, data contiguous in that order, the header padded
 // with spaces to a multiple of 8 bytes, "__metadata__" only when non-empty. InvalidArgument when a tensor's

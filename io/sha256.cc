@@ -35,8 +35,8 @@ Sha256::Sha256() : state_(kInitialState), buffer_{} {}
 void Sha256::Compress(const uint8_t* block) {
   std::array<uint32_t, 64> w;
   for (int t = 0; t < 16; ++t) {
-    w[t] = (uint32_t(block[4 * t]) << 24) | (uint32_t(block[4 * t + 1]) << 16) |
-           (uint32_t(block[4 * t + 2]) << 8) | uint32_t(block[4 * t + 3]);
+    w[t] = (uint32_t(block[4 * t]) << 24) | (uint32_t(block[4 * t + 1]) << 16) | (uint32_t(block[4 * t + 2]) << 8) |
+           uint32_t(block[4 * t + 3]);
   }
   for (int t = 16; t < 64; ++t) {
     const uint32_t s0 = RotateRight(w[t - 15], 7) ^ RotateRight(w[t - 15], 18) ^ (w[t - 15] >> 3);

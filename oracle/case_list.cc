@@ -19,9 +19,9 @@ const double kMidpointScale = 1 + std::ldexp(1.0, -11);
 // same mixed with sequences of 3, 5 and 16 queries (q_len 16 over 16 keys among them).
 const std::vector<std::pair<int32_t, int32_t>> kGpuDecodeShortAndLong = {
     {1, 1}, {1, 5}, {1, 63}, {1, 64}, {1, 65}, {1, 130}, {0, 90}, {1, 700}, {1, 2000}, {1, 4097}};
-const std::vector<std::pair<int32_t, int32_t>> kGpuDecodeMixed = {{1, 1},   {16, 16}, {1, 5},     {16, 700},
-                                                                  {0, 90},  {1, 64},  {3, 130},   {16, 2000},
-                                                                  {1, 4097}, {5, 5},  {1, 129},   {16, 257}};
+const std::vector<std::pair<int32_t, int32_t>> kGpuDecodeMixed = {{1, 1},    {16, 16}, {1, 5},   {16, 700},
+                                                                  {0, 90},   {1, 64},  {3, 130}, {16, 2000},
+                                                                  {1, 4097}, {5, 5},   {1, 129}, {16, 257}};
 
 std::vector<CaseEntry> BuildList() {
   std::vector<std::pair<int32_t, int32_t>> decode_lengths;  // q_len 1..16 over longer contexts
@@ -31,6 +31,8 @@ std::vector<CaseEntry> BuildList() {
   for (int32_t i = 0; i < 12; ++i) gpu_m3_lists.push_back({1, 128 + 997 * i});
   for (int32_t i = 0; i < 8; ++i) gpu_m3_batch.push_back({i % 3 == 0 ? 16 : 1, 128 + 997 * i});
   for (int32_t q_len = 1; q_len <= 16; ++q_len) gpu_long_decode.push_back({q_len, 8192 + 61 * q_len});
+  // One case per entry, its fields packed as a table row.
+  // clang-format off
   return {
       // ---- canonical: small, every feature ----
       // Prefill at the boundary lengths around Bk = 16: 1, 2, Bk-1, Bk, Bk+1, 2Bk+1, in one ragged batch.
@@ -375,6 +377,7 @@ std::vector<CaseEntry> BuildList() {
       {.kind = "plan_wide_top_k", .hq = 8, .hkv = 4, .dim = 64, .block_size = 256, .top_k = 40, .pooling = kMax,
        .lengths = {{40, 9000}}, .dtype = kBF16, .seed = 508, .tags = kTagGpuPlans},
   };
+  // clang-format on
 }
 
 }  // namespace

@@ -4,9 +4,9 @@
 #ifndef MSA_ORACLE_CASES_H_
 #define MSA_ORACLE_CASES_H_
 
-#include <ostream>
 #include <cstdint>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,26 +17,26 @@ namespace msa {
 
 // What a case is used for: a bit set (a case may carry several).
 enum CaseTag : uint32_t {
-  kTagCanonical = 1u << 0,     // small cases: reproducibility hashes, conformance, smoke goldens, every simd target
-  kTagLarge = 1u << 1,         // M3 dims at longer lengths: the full golden suite adds them
-  kTagDialects = 1u << 2,      // the dialect emulations of known implementations (suite "dialects", SPEC section 9)
-  kTagForcedAndFp16 = 1u << 3, // overlapping forced blocks and fp16 block-score ties at small dims (simd tests)
-  kTagLongRows = 1u << 4,      // rows of more than 512 selected keys at small dims (simd fp32 path)
-  kTagM3Size = 1u << 5,        // M3-shaped problems for the fast backends (left out of the sanitizer run)
-  kTagThreadSplit = 1u << 6,   // few rows over long keys: work split over threads (determinism tests)
-  kTagBench = 1u << 7,         // the CPU benchmark's layer (bench/cpu_bench.cc)
+  kTagCanonical = 1u << 0,      // small cases: reproducibility hashes, conformance, smoke goldens, every simd target
+  kTagLarge = 1u << 1,          // M3 dims at longer lengths: the full golden suite adds them
+  kTagDialects = 1u << 2,       // the dialect emulations of known implementations (suite "dialects", SPEC section 9)
+  kTagForcedAndFp16 = 1u << 3,  // overlapping forced blocks and fp16 block-score ties at small dims (simd tests)
+  kTagLongRows = 1u << 4,       // rows of more than 512 selected keys at small dims (simd fp32 path)
+  kTagM3Size = 1u << 5,         // M3-shaped problems for the fast backends (left out of the sanitizer run)
+  kTagThreadSplit = 1u << 6,    // few rows over long keys: work split over threads (determinism tests)
+  kTagBench = 1u << 7,          // the CPU benchmark's layer (bench/cpu_bench.cc)
   // The gpu backend's tests (tests/gpu_*_test.cc): shapes that steer its planner to one kernel or path.
-  kTagGpuGathered = 1u << 8,       // dims or top_k * Bk both tensor-core attention kernels decline: GatheredAttend
-  kTagGpuTiedBlockMax = 1u << 9,   // few-valued index inputs: exactly tied block maxima at bf16 and fp16
-  kTagGpuIndexOverflow = 1u << 10, // index_q scaled until index scores overflow: every index kernel refuses alike
-  kTagGpuTopKSplit = 1u << 11,     // few rows over many blocks (split top-k lists), and rows shorter than top_k
-  kTagGpuDecodeLists = 1u << 12,   // decode batches of one query per sequence (the KV-outer direct lists)
-  kTagGpuDecodeBatch = 1u << 13,   // decode batches of up to 16 queries per sequence (the batched index branch)
-  kTagGpuLocalBlocks = 1u << 14,   // local_blocks > 1: overlapping forced sets, rows with nothing to rank
-  kTagGpuFp16Ties = 1u << 15,      // fp16 block scores; the test writes index inputs whose binary16 scores tie
-  kTagGpuFp16Overflow = 1u << 16,  // fp16 block scores; the test writes index inputs that overflow binary16
-  kTagGpuLongDecode = 1u << 17,    // q_len 1..16 over 8K+ keys at M3 dims
-  kTagGpuPlans = 1u << 18,         // every runnable kernel plan (tests/gpu_plans_test.cc)
+  kTagGpuGathered = 1u << 8,        // dims or top_k * Bk both tensor-core attention kernels decline: GatheredAttend
+  kTagGpuTiedBlockMax = 1u << 9,    // few-valued index inputs: exactly tied block maxima at bf16 and fp16
+  kTagGpuIndexOverflow = 1u << 10,  // index_q scaled until index scores overflow: every index kernel refuses alike
+  kTagGpuTopKSplit = 1u << 11,      // few rows over many blocks (split top-k lists), and rows shorter than top_k
+  kTagGpuDecodeLists = 1u << 12,    // decode batches of one query per sequence (the KV-outer direct lists)
+  kTagGpuDecodeBatch = 1u << 13,    // decode batches of up to 16 queries per sequence (the batched index branch)
+  kTagGpuLocalBlocks = 1u << 14,    // local_blocks > 1: overlapping forced sets, rows with nothing to rank
+  kTagGpuFp16Ties = 1u << 15,       // fp16 block scores; the test writes index inputs whose binary16 scores tie
+  kTagGpuFp16Overflow = 1u << 16,   // fp16 block scores; the test writes index inputs that overflow binary16
+  kTagGpuLongDecode = 1u << 17,     // q_len 1..16 over 8K+ keys at M3 dims
+  kTagGpuPlans = 1u << 18,          // every runnable kernel plan (tests/gpu_plans_test.cc)
 };
 
 struct TestCase {
@@ -85,7 +85,8 @@ std::string CaseName(const std::string& kind, const ProblemSpec& spec);
 
 // CasesTagged(kTagCanonical): prefill at the boundary lengths, chunked prefill, decode with q_len 1..16, ragged
 // batches, ties, large logits, init blocks, every pooling mode, every input dtype, an M3-shaped decode, the fp8
-// index mode at M3 dims, several forced local blocks and fp16 block scores; cheap enough on the reference for every test run.
+// index mode at M3 dims, several forced local blocks and fp16 block scores; cheap enough on the reference for every
+// test run.
 std::vector<TestCase> CanonicalCases();
 // CasesTagged(kTagLarge): M3 dims at prefill lengths 1024-4096, full-M3-head decode over 16K keys, lse and mean
 // pooling, large logits and ties at M3 dims, a ragged batch of nine sequences and a long chunked prefill.

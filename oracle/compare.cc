@@ -90,7 +90,8 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
       error = std::abs(got[i] - expected[i]);
       squared_error += error * error;
       squared_reference += expected[i] * expected[i];
-    } else if (!finite_got && !finite_expected && (got[i] == expected[i] || (std::isnan(got[i]) && std::isnan(expected[i])))) {
+    } else if (!finite_got && !finite_expected &&
+               (got[i] == expected[i] || (std::isnan(got[i]) && std::isnan(expected[i])))) {
       continue;  // the same non-finite value on both sides (e.g. -inf where nothing is visible)
     } else {
       ++verdict.one_sided_nonfinite;
@@ -121,7 +122,8 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
 // Naive evaluations by (precision, scale order, part), computed once each on the attention's selection.
 class NaiveCache {
  public:
-  NaiveCache(const Problem& problem, const std::vector<int32_t>& selection) : problem_(problem), selection_(selection) {}
+  NaiveCache(const Problem& problem, const std::vector<int32_t>& selection)
+      : problem_(problem), selection_(selection) {}
 
   const NaiveOutputs& Get(Precision precision, ScaleOrder order, bool index_part) {
     const auto key = std::make_tuple(precision, order, index_part);
@@ -251,10 +253,13 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     return InvalidArgument(std::string(name) + " has " + std::to_string(got) + " elements: must have " +
                            std::to_string(expected));
   };
-  if (candidate.topk_indices) MSA_RETURN_IF_ERROR(check_size("topk_indices", candidate.topk_indices->size(), c.num_kv_heads * total_q * c.top_k));
-  if (candidate.out) MSA_RETURN_IF_ERROR(check_size("out", candidate.out->size(), total_q * c.num_q_heads * c.value_dim));
+  if (candidate.topk_indices)
+    MSA_RETURN_IF_ERROR(check_size("topk_indices", candidate.topk_indices->size(), c.num_kv_heads * total_q * c.top_k));
+  if (candidate.out)
+    MSA_RETURN_IF_ERROR(check_size("out", candidate.out->size(), total_q * c.num_q_heads * c.value_dim));
   if (candidate.lse) MSA_RETURN_IF_ERROR(check_size("lse", candidate.lse->size(), total_q * c.num_q_heads));
-  if (candidate.index_lse) MSA_RETURN_IF_ERROR(check_size("index_lse", candidate.index_lse->size(), c.num_kv_heads * total_q));
+  if (candidate.index_lse)
+    MSA_RETURN_IF_ERROR(check_size("index_lse", candidate.index_lse->size(), c.num_kv_heads * total_q));
 
   *verdict = Verdict{};
   const CandidateFormat format = options.format ? *options.format : BackendFormat(problem, options.precision);
@@ -275,7 +280,8 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   } else if (candidate.topk_indices || c.score_format == ScoreFormat::kFp16) {  // fp16: index_lse's step needs tau
     double score_error = 0, max_score = 0;
     for (ScaleOrder order : kScaleOrders) {
-      score_error = std::max(score_error, NaiveError(NaiveBlockScores(problem, format.score.value, order), exact_scores));
+      score_error =
+          std::max(score_error, NaiveError(NaiveBlockScores(problem, format.score.value, order), exact_scores));
     }
     for (double score : exact_scores) {
       if (std::isfinite(score)) max_score = std::max(max_score, std::abs(score));
@@ -311,7 +317,8 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
 
   // Expectations on the attention's selection: the reference's outputs, recomputed only where the candidate's
   // own selection holds other blocks (attention and index_lse read each row as a set).
-  std::vector<double> expected_out = reference.out, expected_lse = reference.lse, expected_index_lse = reference.index_lse;
+  std::vector<double> expected_out = reference.out, expected_lse = reference.lse,
+                      expected_index_lse = reference.index_lse;
   if (own_selection) {
     const SelectionView view{attention_selection.data()};
     if (candidate.out || candidate.lse) {

@@ -78,8 +78,8 @@ struct Mismatch {
   int64_t head = -1;                  // query head, or group for index tensors
   int64_t index = -1;                 // dim for out, slot for topk_indices, -1 otherwise
   double got = 0, expected = 0;
-  double ulps = 0;                    // |got - expected| in ulps of the judged precision at `expected`
-  std::string why;                    // for selection rows: the rule that failed
+  double ulps = 0;  // |got - expected| in ulps of the judged precision at `expected`
+  std::string why;  // for selection rows: the rule that failed
 };
 
 // How topk_indices was read: the layout assumed, and whether its shape could have told.
@@ -92,13 +92,13 @@ struct LayoutVerdict {
 struct SelectionVerdict {
   bool judged = false, passed = true;
   int64_t rows = 0;
-  int64_t invalid_rows = 0;        // break the contract (ids, duplicates, count, forced blocks, padding)
-  int64_t order_fault_rows = 0;    // valid as sets, but the local block is not last (order strict)
-  int64_t identical_rows = 0;      // the same set as the reference
-  int64_t near_tie_rows = 0;       // a different set, every difference within tau of the threshold: counted
-  int64_t violation_rows = 0;      // a must-select block missed, or a block below theta - tau selected
+  int64_t invalid_rows = 0;      // break the contract (ids, duplicates, count, forced blocks, padding)
+  int64_t order_fault_rows = 0;  // valid as sets, but the local block is not last (order strict)
+  int64_t identical_rows = 0;    // the same set as the reference
+  int64_t near_tie_rows = 0;     // a different set, every difference within tau of the threshold: counted
+  int64_t violation_rows = 0;    // a must-select block missed, or a block below theta - tau selected
   double tau = 0;
-  std::string tau_from;            // how tau was set
+  std::string tau_from;  // how tau was set
   LayoutVerdict layout;
   std::vector<Mismatch> listed;        // first bad rows (invalid or violating)
   std::vector<Mismatch> order_listed;  // first order-fault rows, with the slot found in `index`
@@ -109,12 +109,12 @@ struct TensorVerdict {
   Chosen<Precision> precision;  // the precision it was judged at, whose ulps measure it
   bool judged = false, passed = true;
   int64_t elements = 0, mismatches = 0, one_sided_nonfinite = 0;
-  double max_error = 0;        // max |got - expected|
-  double naive_error = 0;      // max |naive - expected| in the judged precision, the larger of both scale orders
-  double floor = 0;            // the error analysis' floor (a few ulps of the magnitudes involved)
-  double bound = 0;            // 2 * max(naive_error, floor) + 1 ulp (exact bits: 0)
-  double max_allowance = 0;    // the largest allowance of an element beyond `bound` (index_lse with fp16 scores:
-                               // the binary16 step its row's block scores may take within tau), 0 for most
+  double max_error = 0;      // max |got - expected|
+  double naive_error = 0;    // max |naive - expected| in the judged precision, the larger of both scale orders
+  double floor = 0;          // the error analysis' floor (a few ulps of the magnitudes involved)
+  double bound = 0;          // 2 * max(naive_error, floor) + 1 ulp (exact bits: 0)
+  double max_allowance = 0;  // the largest allowance of an element beyond `bound` (index_lse with fp16 scores:
+                             // the binary16 step its row's block scores may take within tau), 0 for most
   double nmse = 0, relative_l2 = 0;
   double max_ulps = 0;
   Mismatch worst;
@@ -134,8 +134,8 @@ struct Verdict {
 
 // Judges `candidate` on `problem`, given the reference's outputs on it (RunReference).
 // Errors (Status) only for malformed candidates: wrong sizes. A wrong answer is a failed Verdict.
-Status Judge(const Problem& problem, const Outputs& reference, const Candidate& candidate,
-             const JudgeOptions& options, Verdict* verdict);
+Status Judge(const Problem& problem, const Outputs& reference, const Candidate& candidate, const JudgeOptions& options,
+             Verdict* verdict);
 
 // A short human report: which rules applied and why, what passed, what failed, the worst positions.
 std::string FormatVerdict(const Verdict& verdict);

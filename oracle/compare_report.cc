@@ -62,9 +62,10 @@ std::string RulesText(const Verdict& verdict) {
   if (verdict.exact_bits) {
     text += "rules: exact (bit-identical to the FP64 canonical reference)\n";
   } else {
-    text += "rules: |got - ref| <= 2 * max(naive error, floor) + 1 ulp at max|ref|, each output at its precision "
-            "(naive: the reference algorithm run naively at that precision, the larger of both scale orders; floor: "
-            "the error analysis of its sums); selection within tau\n";
+    text +=
+        "rules: |got - ref| <= 2 * max(naive error, floor) + 1 ulp at max|ref|, each output at its precision "
+        "(naive: the reference algorithm run naively at that precision, the larger of both scale orders; floor: "
+        "the error analysis of its sums); selection within tau\n";
   }
   if (s.judged || f.score.from != "default") {
     text += "    scores: " + ChosenText(PrecisionName(f.score.value), f.score.from);
@@ -109,8 +110,9 @@ std::string SelectionText(const Verdict& verdict) {
     text += "  order      FAIL  " + std::to_string(s.order_fault_rows) + " of " + std::to_string(s.rows) +
             " rows hold the right blocks but not the local block in the last valid slot (order strict)\n";
     for (const Mismatch& m : s.order_listed) text += RowText(m);
-    text += "      if the implementation's contract orders the valid prefix otherwise (vLLM and SGLang put the forced "
-            "blocks first), judge with --order any (or metadata order = any)\n";
+    text +=
+        "      if the implementation's contract orders the valid prefix otherwise (vLLM and SGLang put the forced "
+        "blocks first), judge with --order any (or metadata order = any)\n";
   }
   if (s.layout.transposed_passes) {
     const TopkLayout other =
@@ -142,7 +144,8 @@ std::string FormatVerdict(const Verdict& verdict) {
                     static_cast<long long>(t.elements));
     }
     text += line;
-    if (t.max_allowance > 0) text += ", rows with an ambiguous fp16 block score allowed up to " + Number(t.max_allowance) + " more";
+    if (t.max_allowance > 0)
+      text += ", rows with an ambiguous fp16 block score allowed up to " + Number(t.max_allowance) + " more";
     if (t.one_sided_nonfinite > 0) text += ", " + std::to_string(t.one_sided_nonfinite) + " one-sided NaN/Inf";
     text += "\n";
     if (t.worst.row >= 0) text += "      worst: " + Where(t.worst) + ": " + Values(t.worst, t.precision.value) + "\n";
@@ -159,11 +162,16 @@ std::string VerdictToJson(const Verdict& verdict) {
   const SelectionVerdict& s = verdict.selection;
   json["passed"] = verdict.passed();
   json["exact_bits"] = verdict.exact_bits;
-  json["rules"] = {{"score_precision", PrecisionName(f.score.value)}, {"score_precision_from", f.score.from},
-                   {"order", SelectionOrderName(f.order.value)},    {"order_from", f.order.from},
-                   {"topk_layout", TopkLayoutName(f.topk_layout.value)}, {"topk_layout_from", f.topk_layout.from},
-                   {"lse_base", LseBaseName(f.lse_base.value)},      {"lse_base_from", f.lse_base.from},
-                   {"tau", s.tau},                                   {"tau_from", s.tau_from}};
+  json["rules"] = {{"score_precision", PrecisionName(f.score.value)},
+                   {"score_precision_from", f.score.from},
+                   {"order", SelectionOrderName(f.order.value)},
+                   {"order_from", f.order.from},
+                   {"topk_layout", TopkLayoutName(f.topk_layout.value)},
+                   {"topk_layout_from", f.topk_layout.from},
+                   {"lse_base", LseBaseName(f.lse_base.value)},
+                   {"lse_base_from", f.lse_base.from},
+                   {"tau", s.tau},
+                   {"tau_from", s.tau_from}};
   if (s.judged) {
     nlohmann::ordered_json selection{{"passed", s.passed},
                                      {"rows", s.rows},

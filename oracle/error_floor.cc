@@ -39,7 +39,8 @@ ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision) {
   const double u = std::ldexp(1.0, -(precision == Precision::kExact ? 53 : 24));
   const bool e4m3 = c.index_format == IndexFormat::kE4M3;
   const Magnitudes index_q = MagnitudesOf(problem.index_q, e4m3), index_k = MagnitudesOf(problem.index_k, e4m3);
-  const Magnitudes q = MagnitudesOf(problem.q, false), k = MagnitudesOf(problem.k, false), v = MagnitudesOf(problem.v, false);
+  const Magnitudes q = MagnitudesOf(problem.q, false), k = MagnitudesOf(problem.k, false),
+                   v = MagnitudesOf(problem.v, false);
   int64_t longest = 1;
   const Batch batch = problem.batch();
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {

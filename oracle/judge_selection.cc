@@ -66,8 +66,8 @@ RowJudgement JudgeRow(const Config& config, const double* scores, int64_t visibl
       if (reference_picked[b] && !picked[b] && ranked.lo > highest_left_out) {
         return {RowResult::kViolation, "block " + std::to_string(b) + " (score " + Number(scores[b]) +
                                            ") was not selected but beats the best block left out (block " +
-                                           std::to_string(best_left_out) + ", score " +
-                                           Number(scores[best_left_out]) + ") by more than tau"};
+                                           std::to_string(best_left_out) + ", score " + Number(scores[best_left_out]) +
+                                           ") by more than tau"};
       }
     }
     if (fault.kind == RowFault::Kind::kOrder) return order_fault;
@@ -94,11 +94,23 @@ bool JudgeRows(const Problem& problem, const SelectionExpectation& expected, con
       ++verdict->rows;
       std::vector<Mismatch>* list = &verdict->listed;
       switch (judged.result) {
-        case RowResult::kIdentical: ++verdict->identical_rows; continue;
-        case RowResult::kNearTie: ++verdict->near_tie_rows; continue;
-        case RowResult::kViolation: ++verdict->violation_rows; break;
-        case RowResult::kInvalid: ++verdict->invalid_rows; usable = false; break;
-        case RowResult::kOrderFault: ++verdict->order_fault_rows; list = &verdict->order_listed; break;
+        case RowResult::kIdentical:
+          ++verdict->identical_rows;
+          continue;
+        case RowResult::kNearTie:
+          ++verdict->near_tie_rows;
+          continue;
+        case RowResult::kViolation:
+          ++verdict->violation_rows;
+          break;
+        case RowResult::kInvalid:
+          ++verdict->invalid_rows;
+          usable = false;
+          break;
+        case RowResult::kOrderFault:
+          ++verdict->order_fault_rows;
+          list = &verdict->order_listed;
+          break;
       }
       if (int(list->size()) < max_listed) {
         Mismatch m = locator.GroupMajor(row);
@@ -111,7 +123,9 @@ bool JudgeRows(const Problem& problem, const SelectionExpectation& expected, con
   return usable;
 }
 
-bool RowsPass(const SelectionVerdict& v) { return v.invalid_rows == 0 && v.violation_rows == 0 && v.order_fault_rows == 0; }
+bool RowsPass(const SelectionVerdict& v) {
+  return v.invalid_rows == 0 && v.violation_rows == 0 && v.order_fault_rows == 0;
+}
 
 }  // namespace
 
@@ -134,8 +148,8 @@ std::vector<int32_t> ToHeadMajor(const std::vector<int32_t>& topk, TopkLayout la
 }
 
 std::vector<int32_t> JudgeSelection(const Problem& problem, const SelectionExpectation& expected,
-                                    const std::vector<int32_t>& candidate_topk, TopkLayout layout,
-                                    SelectionOrder order, bool exact_bits, int max_listed, SelectionVerdict* verdict) {
+                                    const std::vector<int32_t>& candidate_topk, TopkLayout layout, SelectionOrder order,
+                                    bool exact_bits, int max_listed, SelectionVerdict* verdict) {
   const Config& c = problem.config;
   const int64_t total_q = problem.batch().total_q();
   verdict->judged = true;

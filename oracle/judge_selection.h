@@ -14,7 +14,7 @@ namespace msa {
 struct SelectionExpectation {
   const std::vector<int32_t>* reference_topk = nullptr;  // [Hidx, total_q, top_k], canonical slots
   const std::vector<double>* exact_scores = nullptr;     // [Hidx, total_q, max_blocks] pooled block scores M
-                                                          // (exact, before any score_format rounding)
+                                                         // (exact, before any score_format rounding)
   double tau = 0;
 };
 
@@ -40,8 +40,8 @@ RankedInterval RankedIntervalOf(const Config& config, double exact_score, double
 // error), or an empty vector when some row is invalid. Precondition: candidate_topk has Hidx * total_q * top_k
 // entries.
 std::vector<int32_t> JudgeSelection(const Problem& problem, const SelectionExpectation& expected,
-                                    const std::vector<int32_t>& candidate_topk, TopkLayout layout,
-                                    SelectionOrder order, bool exact_bits, int max_listed, SelectionVerdict* verdict);
+                                    const std::vector<int32_t>& candidate_topk, TopkLayout layout, SelectionOrder order,
+                                    bool exact_bits, int max_listed, SelectionVerdict* verdict);
 
 // [total_q, Hidx, top_k] <-> [Hidx, total_q, top_k].
 std::vector<int32_t> ToHeadMajor(const std::vector<int32_t>& topk, TopkLayout layout, int64_t hidx, int64_t total_q,

@@ -16,7 +16,11 @@ class NaiveEvaluator {
  public:
   // Only the inputs of the parts asked for are rounded; Evaluate may then compute only those parts.
   NaiveEvaluator(const Problem& problem, Precision precision, ScaleOrder order, NaiveParts parts)
-      : problem_(problem), config_(problem.config), precision_(precision), order_(order), parts_(parts),
+      : problem_(problem),
+        config_(problem.config),
+        precision_(precision),
+        order_(order),
+        parts_(parts),
         places_(reference::PlaceQueries(problem.batch())) {
     std::vector<std::pair<const SafetensorsTensor*, std::vector<double>*>> tensors;
     if (parts.index) tensors.insert(tensors.end(), {{&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}});
@@ -33,7 +37,8 @@ class NaiveEvaluator {
     }
     // kPrescaledQuery: the queries carry their scale, rounded as a kernel's registers would hold them.
     if (order == ScaleOrder::kPrescaledQuery) {
-      for (auto [values, scale] : {std::pair{&index_q_, config_.IndexScale()}, std::pair{&q_, config_.SoftmaxScale()}}) {
+      for (auto [values, scale] :
+           {std::pair{&index_q_, config_.IndexScale()}, std::pair{&q_, config_.SoftmaxScale()}}) {
         for (double& value : *values) value = Round(double(A(value) * A(scale)));
       }
     }
@@ -114,7 +119,8 @@ class NaiveEvaluator {
   std::vector<int64_t> SelectedKeys(int64_t position, const int32_t* row) const {
     std::vector<int64_t> keys;
     for (int32_t b : SortedBlocks(row)) {
-      for (int64_t s = int64_t(b) * config_.block_size; s < std::min<int64_t>((b + 1) * int64_t(config_.block_size), position + 1); ++s) {
+      for (int64_t s = int64_t(b) * config_.block_size;
+           s < std::min<int64_t>((b + 1) * int64_t(config_.block_size), position + 1); ++s) {
         keys.push_back(s);
       }
     }
@@ -133,8 +139,12 @@ class NaiveEvaluator {
     for (int64_t b = 0; b < visible; ++b) {
       const int64_t first = b * bk, last = std::min(first + bk, place.position + 1);
       switch (c.pooling) {
-        case Pooling::kMax: block_scores[b] = *std::max_element(&tokens[first], &tokens[last]); break;
-        case Pooling::kLse: block_scores[b] = Round(LogSumExp({&tokens[first], &tokens[last]})); break;
+        case Pooling::kMax:
+          block_scores[b] = *std::max_element(&tokens[first], &tokens[last]);
+          break;
+        case Pooling::kLse:
+          block_scores[b] = Round(LogSumExp({&tokens[first], &tokens[last]}));
+          break;
         case Pooling::kMean: {
           std::vector<double> mean(di);
           for (int64_t d = 0; d < di; ++d) {
@@ -170,7 +180,8 @@ class NaiveEvaluator {
     const std::vector<int64_t> keys = SelectedKeys(place.position, row);
     std::vector<double> scores;
     for (int64_t s : keys) {
-      scores.push_back(Score(&q_[(t * c.num_q_heads + h) * d], &k_[((place.key_begin + s) * hkv + r) * d], d, c.SoftmaxScale()));
+      scores.push_back(
+          Score(&q_[(t * c.num_q_heads + h) * d], &k_[((place.key_begin + s) * hkv + r) * d], d, c.SoftmaxScale()));
     }
     const A m = A(*std::max_element(scores.begin(), scores.end()));
     std::vector<A> p(keys.size());
@@ -199,13 +210,15 @@ class NaiveEvaluator {
 
 NaiveOutputs NaiveEvaluate(const Problem& problem, Precision precision, const std::vector<int32_t>& selection,
                            ScaleOrder order, NaiveParts parts) {
-  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, order, parts).Evaluate(selection);
+  if (precision == Precision::kExact)
+    return NaiveEvaluator<double>(problem, precision, order, parts).Evaluate(selection);
   return NaiveEvaluator<float>(problem, precision, order, parts).Evaluate(selection);
 }
 
 std::vector<double> NaiveBlockScores(const Problem& problem, Precision precision, ScaleOrder order) {
   const NaiveParts index_only{true, false};
-  if (precision == Precision::kExact) return NaiveEvaluator<double>(problem, precision, order, index_only).BlockScores();
+  if (precision == Precision::kExact)
+    return NaiveEvaluator<double>(problem, precision, order, index_only).BlockScores();
   return NaiveEvaluator<float>(problem, precision, order, index_only).BlockScores();
 }
 

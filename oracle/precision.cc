@@ -10,9 +10,13 @@ namespace {
 
 int MinExponent(Precision precision) {  // frexp exponent of the smallest normal number
   switch (precision) {
-    case Precision::kExact: return -1021;
-    case Precision::kFp32: case Precision::kBf16: return -125;
-    case Precision::kFp16: return -13;
+    case Precision::kExact:
+      return -1021;
+    case Precision::kFp32:
+    case Precision::kBf16:
+      return -125;
+    case Precision::kFp16:
+      return -13;
   }
   return -1021;
 }
@@ -21,20 +25,28 @@ int MinExponent(Precision precision) {  // frexp exponent of the smallest normal
 
 double RoundToPrecision(double value, Precision precision) {
   switch (precision) {
-    case Precision::kExact: return value;
-    case Precision::kFp32: return double(float(value));
-    case Precision::kBf16: return BF16ToDouble(DoubleToBF16(value));
-    case Precision::kFp16: return F16ToDouble(DoubleToF16(value));
+    case Precision::kExact:
+      return value;
+    case Precision::kFp32:
+      return double(float(value));
+    case Precision::kBf16:
+      return BF16ToDouble(DoubleToBF16(value));
+    case Precision::kFp16:
+      return F16ToDouble(DoubleToF16(value));
   }
   return value;
 }
 
 int SignificandBits(Precision precision) {
   switch (precision) {
-    case Precision::kExact: return 53;
-    case Precision::kFp32: return 24;
-    case Precision::kBf16: return 8;
-    case Precision::kFp16: return 11;
+    case Precision::kExact:
+      return 53;
+    case Precision::kFp32:
+      return 24;
+    case Precision::kBf16:
+      return 8;
+    case Precision::kFp16:
+      return 11;
   }
   return 53;
 }

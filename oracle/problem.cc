@@ -17,8 +17,8 @@ SafetensorsTensor MakeTensor(std::string name, DType dtype, int64_t rows, int64_
 }
 
 // Standard normal values times `scale`, or (few_valued) values from {-1, 0, 1} times `scale`.
-SafetensorsTensor RandomTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim,
-                               uint64_t seed, uint64_t stream, double scale = 1.0, bool few_valued = false) {
+SafetensorsTensor RandomTensor(std::string name, DType dtype, int64_t rows, int64_t heads, int64_t dim, uint64_t seed,
+                               uint64_t stream, double scale = 1.0, bool few_valued = false) {
   SafetensorsTensor tensor = MakeTensor(std::move(name), dtype, rows, heads, dim);
   RandomStream random(seed, stream);
   for (int64_t e = 0; e < rows * heads * dim; ++e) {
@@ -46,18 +46,18 @@ Problem GenerateProblem(const ProblemSpec& spec) {
   problem.v = RandomTensor("v", spec.dtype, total_k, c.num_kv_heads, c.value_dim, spec.seed, 3);
   problem.index_q = RandomTensor("index_q", spec.dtype, total_q, c.num_kv_heads, c.index_head_dim, spec.seed, 4,
                                  spec.query_scale, spec.few_valued_index);
-  problem.index_k = RandomTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5, 1.0,
-                                 spec.few_valued_index);
+  problem.index_k =
+      RandomTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5, 1.0, spec.few_valued_index);
   return problem;
 }
 
-Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
-                  const ProgressFn& select_progress, const ProgressFn& attend_progress) {
+Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs, const ProgressFn& select_progress,
+                  const ProgressFn& attend_progress) {
   // Validate before allocating: the output sizes come from the (possibly hostile) shapes.
   MSA_RETURN_IF_ERROR(ValidateProblem(problem));
   outputs->Allocate(problem);
-  MSA_RETURN_IF_ERROR(Select(backend, problem.config, problem.index_inputs(), outputs->selection_outputs(),
-                             select_progress));
+  MSA_RETURN_IF_ERROR(
+      Select(backend, problem.config, problem.index_inputs(), outputs->selection_outputs(), select_progress));
   return Attend(backend, problem.config, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
                 outputs->attention_outputs(), attend_progress);
 }

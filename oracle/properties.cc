@@ -88,8 +88,8 @@ PoisonedTensor PoisonedCopy(const SafetensorsTensor& tensor) {
                   &tensor.bytes[packed.Offset(row, head, 0) * size], packed.dim * size);
     }
   }
-  poisoned.view = TensorView{poisoned.storage.data(), tensor.dtype, packed.rows, packed.heads, packed.dim,
-                             row_stride, head_stride};
+  poisoned.view =
+      TensorView{poisoned.storage.data(), tensor.dtype, packed.rows, packed.heads, packed.dim, row_stride, head_stride};
   return poisoned;
 }
 
@@ -128,7 +128,8 @@ Status CheckDenseEquivalence(const Backend& backend, const ProblemSpec& spec) {
   MSA_RETURN_IF_ERROR(RunReference(problem, &dense));  // its selection: every block
   Config exact = problem.config;
   exact.precision = Precision::kExact;
-  MSA_RETURN_IF_ERROR(reference::DenseCausalAttention(exact, problem.attention_inputs(), dense.attention_outputs(), {}));
+  MSA_RETURN_IF_ERROR(
+      reference::DenseCausalAttention(exact, problem.attention_inputs(), dense.attention_outputs(), {}));
   Outputs outputs;
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &outputs));
   return Agrees("dense equivalence", problem, dense, Candidate{std::nullopt, outputs.out, outputs.lse, std::nullopt});
@@ -180,17 +181,20 @@ Status CheckGqaSharing(const Backend& backend, const ProblemSpec& spec) {
   const int64_t g = c.group_size();
   const SafetensorsTensor original = problem.q;
   const TensorView q = ViewOf(original);
-  ForEachElement(problem.q, [&](int64_t t, int64_t h, int64_t d) { SetElement(problem.q, t, h, d, q.At(t, h - h % g, d)); });
+  ForEachElement(problem.q,
+                 [&](int64_t t, int64_t h, int64_t d) { SetElement(problem.q, t, h, d, q.At(t, h - h % g, d)); });
   Outputs outputs;
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &outputs));
   for (int64_t t = 0; t < problem.batch().total_q(); ++t) {
     for (int64_t h = 0; h < c.num_q_heads; ++h) {
       const int64_t first = h - h % g;
-      if (std::memcmp(&outputs.out[(t * c.num_q_heads + h) * c.value_dim], &outputs.out[(t * c.num_q_heads + first) * c.value_dim],
-                      c.value_dim * sizeof(double)) != 0 ||
-          std::memcmp(&outputs.lse[t * c.num_q_heads + h], &outputs.lse[t * c.num_q_heads + first], sizeof(double)) != 0) {
-        return Fail("GQA sharing", "query row " + std::to_string(t) + ": head " + std::to_string(h) + " differs from head " +
-                                       std::to_string(first) + " of its group although their queries are equal");
+      if (std::memcmp(&outputs.out[(t * c.num_q_heads + h) * c.value_dim],
+                      &outputs.out[(t * c.num_q_heads + first) * c.value_dim], c.value_dim * sizeof(double)) != 0 ||
+          std::memcmp(&outputs.lse[t * c.num_q_heads + h], &outputs.lse[t * c.num_q_heads + first], sizeof(double)) !=
+              0) {
+        return Fail("GQA sharing", "query row " + std::to_string(t) + ": head " + std::to_string(h) +
+                                       " differs from head " + std::to_string(first) +
+                                       " of its group although their queries are equal");
       }
     }
   }
@@ -276,7 +280,8 @@ Status CheckScalingV(const Backend& backend, const ProblemSpec& spec) {
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &base));
   const SafetensorsTensor original = problem.v;
   const TensorView v = ViewOf(original);
-  ForEachElement(problem.v, [&](int64_t s, int64_t h, int64_t d) { SetElement(problem.v, s, h, d, 2 * v.At(s, h, d)); });
+  ForEachElement(problem.v,
+                 [&](int64_t s, int64_t h, int64_t d) { SetElement(problem.v, s, h, d, 2 * v.At(s, h, d)); });
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &doubled));
   std::vector<double> expected = base.out;
   for (double& value : expected) value *= 2;
@@ -352,8 +357,10 @@ Status CheckSuffixRule(const Backend& backend, const ProblemSpec& spec, int32_t 
   }
   Outputs reference;
   MSA_RETURN_IF_ERROR(RunReference(chunk, &reference));
-  MSA_RETURN_IF_ERROR(Agrees("suffix rule (chunk)", chunk, reference, Candidate{chunk_outputs.topk_indices, chunk_outputs.out, chunk_outputs.lse, {}}));
-  return Agrees("suffix rule (full prefill rows)", chunk, reference, Candidate{rows.topk_indices, rows.out, rows.lse, {}});
+  MSA_RETURN_IF_ERROR(Agrees("suffix rule (chunk)", chunk, reference,
+                             Candidate{chunk_outputs.topk_indices, chunk_outputs.out, chunk_outputs.lse, {}}));
+  return Agrees("suffix rule (full prefill rows)", chunk, reference,
+                Candidate{rows.topk_indices, rows.out, rows.lse, {}});
 }
 
 Status CheckSoftmaxRowsSumToOne(const Backend& backend, const ProblemSpec& spec) {
@@ -362,10 +369,12 @@ Status CheckSoftmaxRowsSumToOne(const Backend& backend, const ProblemSpec& spec)
   Outputs outputs;
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &outputs));
   // Exact: sum_j p_j * 1 is the same sum as l, so out = l / l = 1. Otherwise within 4 ulps of the precision.
-  const double tolerance = problem.config.precision == Precision::kExact ? 0.0 : 4 * UlpAt(1.0, problem.config.precision);
+  const double tolerance =
+      problem.config.precision == Precision::kExact ? 0.0 : 4 * UlpAt(1.0, problem.config.precision);
   for (size_t i = 0; i < outputs.out.size(); ++i) {
     if (!(std::abs(outputs.out[i] - 1.0) <= tolerance)) {
-      return Fail("softmax rows sum to 1", "out[" + std::to_string(i) + "] = " + std::to_string(outputs.out[i]) + " with v = 1");
+      return Fail("softmax rows sum to 1",
+                  "out[" + std::to_string(i) + "] = " + std::to_string(outputs.out[i]) + " with v = 1");
     }
   }
   return Status::Ok();
@@ -381,7 +390,8 @@ Status CheckMaxDominance(const Backend& backend, const ProblemSpec& spec) {
   if (problem.config.precision != Precision::kExact) {
     MSA_RETURN_IF_ERROR(RunReference(problem, &reference));
     Verdict verdict;
-    MSA_RETURN_IF_ERROR(Judge(problem, reference, Candidate{outputs.topk_indices, {}, {}, {}}, RulesFor(problem), &verdict));
+    MSA_RETURN_IF_ERROR(
+        Judge(problem, reference, Candidate{outputs.topk_indices, {}, {}, {}}, RulesFor(problem), &verdict));
     tau = verdict.selection.tau;
   }
   const Config& c = problem.config;
@@ -435,8 +445,8 @@ Status CheckPoisonedInputsNeverRead(const Backend& backend, const ProblemSpec& s
   const PoisonedTensor index_q = PoisonedCopy(problem.index_q), index_k = PoisonedCopy(problem.index_k);
   poisoned.Allocate(problem);
   const Config& c = problem.config;
-  MSA_RETURN_IF_ERROR(Select(backend, c, IndexInputs{index_q.view, index_k.view, problem.batch()},
-                             poisoned.selection_outputs()));
+  MSA_RETURN_IF_ERROR(
+      Select(backend, c, IndexInputs{index_q.view, index_k.view, problem.batch()}, poisoned.selection_outputs()));
   MSA_RETURN_IF_ERROR(Attend(backend, c, AttentionInputs{q.view, k.view, v.view, problem.batch()},
                              SelectionView{poisoned.topk_indices.data()}, poisoned.attention_outputs()));
   MSA_RETURN_IF_ERROR(SameBits("poisoned inputs", "topk_indices", poisoned.topk_indices, packed.topk_indices));
@@ -455,11 +465,14 @@ Status CheckOutputsFullyWritten(const Backend& backend, const ProblemSpec& spec)
       return Fail("outputs fully written", "topk_indices[" + std::to_string(i) + "] still holds the poison");
     }
   }
-  for (auto [name, tensor] : {std::pair{"block_scores", &outputs.block_scores}, {"index_lse", &outputs.index_lse},
-                              {"out", &outputs.out}, {"lse", &outputs.lse}}) {
+  for (auto [name, tensor] : {std::pair{"block_scores", &outputs.block_scores},
+                              {"index_lse", &outputs.index_lse},
+                              {"out", &outputs.out},
+                              {"lse", &outputs.lse}}) {
     for (size_t i = 0; i < tensor->size(); ++i) {
       if (std::isnan((*tensor)[i])) {
-        return Fail("outputs fully written", std::string(name) + "[" + std::to_string(i) + "] still holds the NaN poison");
+        return Fail("outputs fully written",
+                    std::string(name) + "[" + std::to_string(i) + "] still holds the NaN poison");
       }
     }
   }

@@ -17,8 +17,8 @@ class RandomStream {
   RandomStream(uint64_t seed, uint64_t stream);
 
   uint64_t NextBits();
-  double Uniform();        // in [0, 1), 53 random bits
-  double Normal();         // standard normal, Marsaglia's polar method with CanonicalLog
+  double Uniform();          // in [0, 1), 53 random bits
+  double Normal();           // standard normal, Marsaglia's polar method with CanonicalLog
   int64_t Below(int64_t n);  // uniform in [0, n), n >= 1
 
  private:

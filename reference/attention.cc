@@ -23,8 +23,8 @@ struct WidenedAttentionInputs {
 // m = max s_j; p_j = exp(s_j - m); l = sum p_j; out_d = (sum_j p_j v_jd) / l; lse = m + log(l),
 // every sum in ascending key position.
 // docs:begin attend-row
-void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t, int64_t h,
-               int64_t key_begin, const std::vector<KeyRange>& ranges, double* out, double* lse) {
+void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t, int64_t h, int64_t key_begin,
+               const std::vector<KeyRange>& ranges, double* out, double* lse) {
   const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads;
   const int64_t d = config.head_dim, dv = config.value_dim, r = h / config.group_size();
   const double scale = config.SoftmaxScale();
@@ -85,8 +85,8 @@ Status AttendSelected(const Config& config, const AttentionInputs& inputs, const
   return Status::Ok();
 }
 
-Status DenseCausalAttention(const Config& config, const AttentionInputs& inputs,
-                            const AttentionOutputs& outputs, const ProgressFn& progress) {
+Status DenseCausalAttention(const Config& config, const AttentionInputs& inputs, const AttentionOutputs& outputs,
+                            const ProgressFn& progress) {
   const int64_t total_q = inputs.batch.total_q(), hq = config.num_q_heads;
   const WidenedAttentionInputs widened = WidenAll(inputs);
   const std::vector<QueryPlace> places = PlaceQueries(inputs.batch);

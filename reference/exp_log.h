@@ -41,7 +41,6 @@
 #include <cstdint>
 #include <cstring>
 
-
 #include "msa/host_device.h"
 
 namespace msa {
@@ -68,14 +67,12 @@ MSA_HOST_DEVICE inline double FromBits(std::uint64_t u) {
 }
 
 // 2^k as a double, for -1022 <= k <= 1023 (exact, normal).
-MSA_HOST_DEVICE inline double Pow2(int k) {
-  return FromBits(static_cast<std::uint64_t>(k + 1023) << 52);
-}
+MSA_HOST_DEVICE inline double Pow2(int k) { return FromBits(static_cast<std::uint64_t>(k + 1023) << 52); }
 
 // ln2 = kLn2Hi + kLn2Lo; kLn2Hi has 32 significant bits (low 21 bits zero),
 // so k*kLn2Hi is exact for |k| < 2^21.
-constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 0x3FE62E42FEE00000
-constexpr double kLn2Lo = 1.90821492927058770002e-10;  // 0x3DEA39EF35793C76
+constexpr double kLn2Hi = 6.93147180369123816490e-01;   // 0x3FE62E42FEE00000
+constexpr double kLn2Lo = 1.90821492927058770002e-10;   // 0x3DEA39EF35793C76
 constexpr double kInvLn2 = 1.44269504088896338700e+00;  // 0x3FF71547652B82FE
 
 // exp: minimax coefficients of R(r^2) ~ r*(exp(r)+1)/(exp(r)-1) on
@@ -106,9 +103,9 @@ constexpr double kTwo54 = 1.80143985094819840000e+16;  // 0x4350000000000000
 
 MSA_HOST_DEVICE inline double CanonicalExp(double x) {
   using namespace exp_log_internal;
-  if (x != x) return x;                       // NaN
+  if (x != x) return x;                                          // NaN
   if (x > kExpOverflow) return FromBits(0x7FF0000000000000ULL);  // +inf
-  if (x < kExpUnderflow) return 0.0;          // includes -inf
+  if (x < kExpUnderflow) return 0.0;                             // includes -inf
 
   const std::uint64_t bits = ToBits(x);
   const std::uint32_t hx = static_cast<std::uint32_t>(bits >> 32) & 0x7FFFFFFFu;
@@ -117,7 +114,7 @@ MSA_HOST_DEVICE inline double CanonicalExp(double x) {
   double hi = 0.0;
   double lo = 0.0;
   int k = 0;
-  if (hx > 0x3FD62E42u) {  // |x| > 0.5*ln2
+  if (hx > 0x3FD62E42u) {    // |x| > 0.5*ln2
     if (hx < 0x3FF0A2B2u) {  // |x| < 1.5*ln2: k = +-1
       if (negative) {
         hi = x + kLn2Hi;
@@ -153,10 +150,10 @@ MSA_HOST_DEVICE inline double CanonicalExp(double x) {
 
 MSA_HOST_DEVICE inline double CanonicalLog(double x) {
   using namespace exp_log_internal;
-  if (x != x) return x;                                    // NaN
-  if (x < 0.0) return FromBits(0x7FF8000000000000ULL);     // default qNaN
-  if (x == 0.0) return FromBits(0xFFF0000000000000ULL);    // -inf
-  if (x > 1.79769313486231570815e+308) return x;           // +inf
+  if (x != x) return x;                                  // NaN
+  if (x < 0.0) return FromBits(0x7FF8000000000000ULL);   // default qNaN
+  if (x == 0.0) return FromBits(0xFFF0000000000000ULL);  // -inf
+  if (x > 1.79769313486231570815e+308) return x;         // +inf
 
   int k = 0;
   std::uint64_t bits = ToBits(x);

@@ -48,8 +48,8 @@ Status AttendSelected(const Config& config, const AttentionInputs& inputs, const
 
 // Dense causal GQA attention (every query sees keys 0..position), same canonical order; used for the
 // dense-equivalence property and attention-mass recall. Precondition: ValidateAttentionInputs passed.
-Status DenseCausalAttention(const Config& config, const AttentionInputs& inputs,
-                            const AttentionOutputs& outputs, const ProgressFn& progress);
+Status DenseCausalAttention(const Config& config, const AttentionInputs& inputs, const AttentionOutputs& outputs,
+                            const ProgressFn& progress);
 
 }  // namespace msa::reference
 

@@ -46,8 +46,6 @@ Status Supports(const Config& config) {
 
 }  // namespace
 
-Backend ReferenceBackend() {
-  return Backend{"reference", IsAvailable, Supports, SelectBlocks, AttendSelected};
-}
+Backend ReferenceBackend() { return Backend{"reference", IsAvailable, Supports, SelectBlocks, AttendSelected}; }
 
 }  // namespace msa::reference

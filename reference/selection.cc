@@ -72,7 +72,8 @@ double SelectedLogSumExp(const Config& config, const double* token_scores, int64
 // docs:begin token-scores
 void TokenScores(const double* query, const double* index_k, int64_t key_begin, int64_t num_keys, int64_t di,
                  double index_scale, double* scores) {
-  for (int64_t s = 0; s < num_keys; ++s) scores[s] = CanonicalDot(query, &index_k[(key_begin + s) * di], di) * index_scale;
+  for (int64_t s = 0; s < num_keys; ++s)
+    scores[s] = CanonicalDot(query, &index_k[(key_begin + s) * di], di) * index_scale;
 }
 // docs:end token-scores
 
@@ -120,8 +121,7 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
     for (int64_t b = 0; b < inputs.batch.num_sequences(); ++b) {
       const int64_t key_begin = inputs.batch.cu_seqlens_k[b];
       for (int64_t blk = 0; blk < first_full_block[b + 1] - first_full_block[b]; ++blk) {
-        BlockMeanKey(index_k.data(), key_begin + blk * bk, bk, di,
-                     &full_block_means[(first_full_block[b] + blk) * di]);
+        BlockMeanKey(index_k.data(), key_begin + blk * bk, bk, di, &full_block_means[(first_full_block[b] + blk) * di]);
       }
     }
   }
@@ -224,8 +224,8 @@ Status IndexLseForSelection(const Config& config, const IndexInputs& inputs, con
     std::vector<double> token_scores(num_keys);
     TokenScores(&index_q[(t * hidx + r) * di], index_k.data(), places[t].key_begin, num_keys, di, config.IndexScale(),
                 token_scores.data());
-    index_lse[r * total_q + t] =
-        SelectedLogSumExp(config, token_scores.data(), num_keys, selection.topk_indices + (r * total_q + t) * config.top_k);
+    index_lse[r * total_q + t] = SelectedLogSumExp(config, token_scores.data(), num_keys,
+                                                   selection.topk_indices + (r * total_q + t) * config.top_k);
   });
   return Status::Ok();
 }

@@ -56,9 +56,9 @@ HWY_INLINE V CanonicalExpV(D d, V x) {
 
   // The scalar code tests hx, the high word of |x|: hx > H <=> |x| > bits(H:FFFFFFFF), hx < H <=> |x| < bits(H:0).
   const V ax = hn::Abs(xs);
-  const auto reduce = hn::Gt(ax, hn::Set(d, FromBits(0x3FD62E42FFFFFFFFULL)));  // |x| > 0.5*ln2: k != 0
+  const auto reduce = hn::Gt(ax, hn::Set(d, FromBits(0x3FD62E42FFFFFFFFULL)));    // |x| > 0.5*ln2: k != 0
   const auto one_step = hn::Lt(ax, hn::Set(d, FromBits(0x3FF0A2B200000000ULL)));  // |x| < 1.5*ln2: k = +-1
-  const auto tiny = hn::Lt(ax, hn::Set(d, FromBits(0x3E30000000000000ULL)));     // |x| < 2^-28: 1 + x
+  const auto tiny = hn::Lt(ax, hn::Set(d, FromBits(0x3E30000000000000ULL)));      // |x| < 2^-28: 1 + x
   const auto negative = hn::Lt(xs, hn::Zero(d));  // the sign bit, for every lane where it matters
 
   // k: +-1 near zero, else trunc(kInvLn2 * x +- 0.5); 0 when no reduction. t = double(k).
@@ -134,25 +134,23 @@ HWY_INLINE V CanonicalLogV(D d, V x) {
   const V dk_hi = hn::Mul(dk, ln2_hi), dk_lo = hn::Mul(dk, ln2_lo);
 
   // -2^-20 < f < 2^-20: (0x000FFFFF & (2 + hx)) < 3.
-  const auto near_one =
-      hn::RebindMask(d, hn::Lt(hn::BitCast(di, hn::And(hn::Add(hx, hn::Set(du, 2ULL)), hn::Set(du, 0x000FFFFFULL))),
-                               hn::Set(di, 3)));
+  const auto near_one = hn::RebindMask(
+      d, hn::Lt(hn::BitCast(di, hn::And(hn::Add(hx, hn::Set(du, 2ULL)), hn::Set(du, 0x000FFFFFULL))), hn::Set(di, 3)));
   const V exact_power = hn::IfThenElse(k_zero, hn::Zero(d), hn::Add(dk_hi, dk_lo));  // f == 0
   const V r_near = hn::Mul(hn::Mul(f, f), hn::Sub(hn::Set(d, 0.5), hn::Mul(hn::Set(d, 0.33333333333333333), f)));
   const V near_k0 = hn::Sub(f, r_near);
   const V near_k = hn::Sub(dk_hi, hn::Sub(hn::Sub(r_near, dk_lo), f));
-  const V near_value =
-      hn::IfThenElse(hn::Eq(f, hn::Zero(d)), exact_power, hn::IfThenElse(k_zero, near_k0, near_k));
+  const V near_value = hn::IfThenElse(hn::Eq(f, hn::Zero(d)), exact_power, hn::IfThenElse(k_zero, near_k0, near_k));
 
   const V s = hn::Div(f, hn::Add(hn::Set(d, 2.0), f));
   const V z = hn::Mul(s, s);
   const V w = hn::Mul(z, z);
-  const V t1 = hn::Mul(
-      w, hn::Add(hn::Set(d, kLg2), hn::Mul(w, hn::Add(hn::Set(d, kLg4), hn::Mul(w, hn::Set(d, kLg6))))));
-  const V t2 = hn::Mul(
-      z, hn::Add(hn::Set(d, kLg1),
-                 hn::Mul(w, hn::Add(hn::Set(d, kLg3),
-                                    hn::Mul(w, hn::Add(hn::Set(d, kLg5), hn::Mul(w, hn::Set(d, kLg7))))))));
+  const V t1 =
+      hn::Mul(w, hn::Add(hn::Set(d, kLg2), hn::Mul(w, hn::Add(hn::Set(d, kLg4), hn::Mul(w, hn::Set(d, kLg6))))));
+  const V t2 =
+      hn::Mul(z, hn::Add(hn::Set(d, kLg1),
+                         hn::Mul(w, hn::Add(hn::Set(d, kLg3),
+                                            hn::Mul(w, hn::Add(hn::Set(d, kLg5), hn::Mul(w, hn::Set(d, kLg7))))))));
   const V r = hn::Add(t2, t1);
   // (ii | jj) > 0 <=> 0x6147A <= hx <= 0x6B851: the f^2/2 form.
   const auto band = hn::RebindMask(
@@ -255,8 +253,8 @@ constexpr size_t kTileDots = kLanes == 8 ? 16 : kLanes == 4 ? 4 : kLanes == 2 ? 
 // `next` (or nullptr): kCols rows of the next tile, prefetched a cache line per step. The b rows are double
 // or float (widened exactly as they load).
 template <size_t kRows, size_t kCols, typename TB>
-HWY_INLINE void DotTile(const double* const* a, const TB* const* b, size_t n, double scale, size_t rows,
-                        size_t cols, double* out, size_t out_stride, const TB* const* next) {
+HWY_INLINE void DotTile(const double* const* a, const TB* const* b, size_t n, double scale, size_t rows, size_t cols,
+                        double* out, size_t out_stride, const TB* const* next) {
   static_assert(kRows * kCols == kTileDots, "a tile holds kTileDots dots");
   const DF d;
   VF acc[kTileDots * kPartialVectors];
@@ -322,14 +320,14 @@ HWY_INLINE void DotMatrixRows(const double* const* a, size_t rows, const TB* con
       const size_t qc = rows - q0 < kRows ? rows - q0 : kRows;
       for (size_t q = 0; q < kRows; ++q) at[q] = a[q0 + (q < qc ? q : qc - 1)];
       DotTile<kRows, kCols, TB>(at, bt, n, scale, qc, kc, out + q0 * out_stride + k0, out_stride,
-                            q0 == 0 && next < cols ? bn : nullptr);
+                                q0 == 0 && next < cols ? bn : nullptr);
     }
   }
 }
 
 template <typename TB>
-HWY_INLINE void DotMatrix(const double* const* a, size_t rows, const TB* const* b, size_t cols, size_t n,
-                          double scale, double* out, size_t out_stride) {
+HWY_INLINE void DotMatrix(const double* const* a, size_t rows, const TB* const* b, size_t cols, size_t n, double scale,
+                          double* out, size_t out_stride) {
   if (rows == 0 || cols == 0) return;
   if constexpr (kTileDots >= 4) {
     if (rows >= 4) return DotMatrixRows<4, TB>(a, rows, b, cols, n, scale, out, out_stride);

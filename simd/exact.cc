@@ -89,9 +89,9 @@ struct AttendUnit {
   int64_t t, r, h0, heads, cost;
 };
 
-constexpr int64_t kQueryTile = 16;    // queries of one sequence that share index-key loads
-constexpr int64_t kUnitKeys = 1024;   // about this many keys per index unit
-constexpr int64_t kHeadChunk = 16;    // query heads per attention unit (M3: G = 16)
+constexpr int64_t kQueryTile = 16;   // queries of one sequence that share index-key loads
+constexpr int64_t kUnitKeys = 1024;  // about this many keys per index unit
+constexpr int64_t kHeadChunk = 16;   // query heads per attention unit (M3: G = 16)
 // Block-score scratch (when the caller asks for no block_scores) is bounded by processing queries in batches
 // of at most this many scores (32 MiB).
 constexpr int64_t kScratchScores = int64_t(1) << 22;
@@ -159,7 +159,7 @@ struct IndexContext {
   // Block scores of row (t, r) at scores + (r * scores_rows + t - scores_first) * max_blocks.
   double* scores;
   int64_t scores_rows, scores_first;
-  std::atomic<int64_t>* bad_row;  // the first (query, group) row with a non-finite score
+  std::atomic<int64_t>* bad_row;            // the first (query, group) row with a non-finite score
   std::atomic<int64_t>* fp16_overflow_row;  // the first row whose fp16 block score overflows binary16
   StageProgress* stage;
 
@@ -240,8 +240,8 @@ HWY_NOINLINE void ScoreBlocks(const IndexContext<TK>& c, const IndexUnit& unit, 
             s.block_l[blk - unit.block0] = SequentialSum(s.exps.data(), size_t(count));
             break;
           case Pooling::kMean: {
-            const double* mean = count < bk ? s.partial_mean.data()
-                                            : &c.full_means[(c.first_full[c.places[t].sequence] + blk) * dip];
+            const double* mean =
+                count < bk ? s.partial_mean.data() : &c.full_means[(c.first_full[c.places[t].sequence] + blk) * dip];
             const double* row = s.rows[i * hidx + r];
             DotMatrix<double>(&row, 1, &mean, 1, dip, c.index_scale, &score, 1);
             break;
@@ -359,9 +359,9 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
   }
 
   // Queries go in batches when the block scores need scratch (the caller asked for no block_scores).
-  const int64_t batch_queries =
-      outputs.block_scores != nullptr ? std::max<int64_t>(total_q, 1)
-                                      : std::max<int64_t>(1, kScratchScores / std::max<int64_t>(1, hidx * max_blocks));
+  const int64_t batch_queries = outputs.block_scores != nullptr
+                                    ? std::max<int64_t>(total_q, 1)
+                                    : std::max<int64_t>(1, kScratchScores / std::max<int64_t>(1, hidx * max_blocks));
   const int64_t blocks_per_unit = std::max<int64_t>(1, kUnitKeys / bk);
   std::vector<double> score_scratch;
   double total_work = 0;
@@ -370,10 +370,26 @@ Status SelectBlocks(const Config& config, const IndexInputs& inputs, const Selec
   constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
   std::atomic<int64_t> bad_row{kNone}, fp16_overflow_row{kNone};
   StageProgress stage(progress, total_work, 0.0, 1.0);
-  IndexContext<TK> context{config, outputs, index_q, index_k, places, full_means, first_full, total_q, hidx, bk,
-                           dip, max_blocks, config.IndexScale(),
+  IndexContext<TK> context{config,
+                           outputs,
+                           index_q,
+                           index_k,
+                           places,
+                           full_means,
+                           first_full,
+                           total_q,
+                           hidx,
+                           bk,
+                           dip,
+                           max_blocks,
+                           config.IndexScale(),
                            config.pooling != Pooling::kMean || outputs.index_lse != nullptr,
-                           outputs.block_scores, total_q, 0, &bad_row, &fp16_overflow_row, &stage};
+                           outputs.block_scores,
+                           total_q,
+                           0,
+                           &bad_row,
+                           &fp16_overflow_row,
+                           &stage};
 
   for (int64_t t_begin = 0; t_begin < total_q; t_begin += batch_queries) {
     const int64_t t_end = std::min(total_q, t_begin + batch_queries), batch_rows = t_end - t_begin;
@@ -555,9 +571,8 @@ Status AttendRows(const Config& config, const AttentionInputs& inputs, const Sel
     }
   }
   // Group by group (the working set is one group's keys and values), largest first within a group.
-  std::stable_sort(units.begin(), units.end(), [](const AttendUnit& a, const AttendUnit& b) {
-    return a.r != b.r ? a.r < b.r : a.cost > b.cost;
-  });
+  std::stable_sort(units.begin(), units.end(),
+                   [](const AttendUnit& a, const AttendUnit& b) { return a.r != b.r ? a.r < b.r : a.cost > b.cost; });
   StageProgress stage(progress, total_work, 0.0, 1.0);
   const AttendContext<TK, TV> context{config, selection, outputs, q, k, v, places, total_q, &stage};
 

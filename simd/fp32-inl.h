@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
 #include "msa/tensor.h"
 #include "simd/fp32_common.h"
 
@@ -32,7 +32,7 @@ inline constexpr int kAccumulators = 16;  // for narrow index tiles (two panels 
 inline constexpr int kIndexRows = 12;     // index tile: 12 rows x 2 key vectors = 24 accumulators
 #else
 inline constexpr int kAccumulators = 8;
-inline constexpr int kIndexRows = 6;      // 6 x 2 = 12 accumulators
+inline constexpr int kIndexRows = 6;  // 6 x 2 = 12 accumulators
 #endif
 inline constexpr int kMaxHeadVectors = 4;  // a head chunk spans at most 4 vectors of heads
 
@@ -181,18 +181,20 @@ HWY_INLINE void ScorePanelRange(const float* HWY_RESTRICT q, int64_t di, const f
 
 HWY_INLINE void ScoreRows(int rows, const float* HWY_RESTRICT q, int64_t di, const float* HWY_RESTRICT panels,
                           int64_t num_panels, float* HWY_RESTRICT out, int64_t out_stride) {
+  // clang-format off
   switch (rows) {
-#define MSA_FAST_ROWS_CASE(R) \
+#define MSA_FP32_ROWS_CASE(R) \
   case R:                     \
     if constexpr (R <= kIndexRows) return ScorePanelRange<R>(q, di, panels, num_panels, out, out_stride); \
     break;
-    MSA_FAST_ROWS_CASE(1) MSA_FAST_ROWS_CASE(2) MSA_FAST_ROWS_CASE(3) MSA_FAST_ROWS_CASE(4)
-    MSA_FAST_ROWS_CASE(5) MSA_FAST_ROWS_CASE(6) MSA_FAST_ROWS_CASE(7) MSA_FAST_ROWS_CASE(8)
-    MSA_FAST_ROWS_CASE(9) MSA_FAST_ROWS_CASE(10) MSA_FAST_ROWS_CASE(11) MSA_FAST_ROWS_CASE(12)
-#undef MSA_FAST_ROWS_CASE
+    MSA_FP32_ROWS_CASE(1) MSA_FP32_ROWS_CASE(2) MSA_FP32_ROWS_CASE(3) MSA_FP32_ROWS_CASE(4)
+    MSA_FP32_ROWS_CASE(5) MSA_FP32_ROWS_CASE(6) MSA_FP32_ROWS_CASE(7) MSA_FP32_ROWS_CASE(8)
+    MSA_FP32_ROWS_CASE(9) MSA_FP32_ROWS_CASE(10) MSA_FP32_ROWS_CASE(11) MSA_FP32_ROWS_CASE(12)
+#undef MSA_FP32_ROWS_CASE
     default:
       break;
   }
+  // clang-format on
 }
 
 // The last n < Lanes(df) floats of a row as a full vector, the other lanes `fill`. Copies through a stack buffer:
@@ -299,16 +301,28 @@ HWY_INLINE void ScoreKeyRange(const T* HWY_RESTRICT qt, int64_t dim, const T* HW
   int64_t j = 0;
   for (; j + kKR <= n; j += kKR) ScoreKeys<T, V, kKR>(qt, dim, k + j * k_stride, k_stride, s + j * row);
   if constexpr (kKR > 8) {
-    if (j + 8 <= n) { ScoreKeys<T, V, 8>(qt, dim, k + j * k_stride, k_stride, s + j * row); j += 8; }
+    if (j + 8 <= n) {
+      ScoreKeys<T, V, 8>(qt, dim, k + j * k_stride, k_stride, s + j * row);
+      j += 8;
+    }
   }
   if constexpr (kKR > 4) {
-    if (j + 4 <= n) { ScoreKeys<T, V, 4>(qt, dim, k + j * k_stride, k_stride, s + j * row); j += 4; }
+    if (j + 4 <= n) {
+      ScoreKeys<T, V, 4>(qt, dim, k + j * k_stride, k_stride, s + j * row);
+      j += 4;
+    }
   }
   if constexpr (kKR > 2) {
-    if (j + 2 <= n) { ScoreKeys<T, V, 2>(qt, dim, k + j * k_stride, k_stride, s + j * row); j += 2; }
+    if (j + 2 <= n) {
+      ScoreKeys<T, V, 2>(qt, dim, k + j * k_stride, k_stride, s + j * row);
+      j += 2;
+    }
   }
   if constexpr (kKR > 1) {
-    if (j < n) { ScoreKeys<T, V, 1>(qt, dim, k + j * k_stride, k_stride, s + j * row); ++j; }
+    if (j < n) {
+      ScoreKeys<T, V, 1>(qt, dim, k + j * k_stride, k_stride, s + j * row);
+      ++j;
+    }
   }
 }
 
@@ -380,9 +394,8 @@ HWY_INLINE void SoftmaxChunk(T* HWY_RESTRICT s, int64_t n, T scale, float* HWY_R
 // value row j at v + j * v_stride; o rows o + h * o_stride.
 // docs:begin accumulate-values
 template <typename T, int HR, int DVV, bool kZeroInit>
-HWY_INLINE void AccumulateValues(const T* HWY_RESTRICT p, int64_t p_stride, const T* HWY_RESTRICT v,
-                                 int64_t v_stride, int64_t n, const T* HWY_RESTRICT alpha, T* HWY_RESTRICT o,
-                                 int64_t o_stride) {
+HWY_INLINE void AccumulateValues(const T* HWY_RESTRICT p, int64_t p_stride, const T* HWY_RESTRICT v, int64_t v_stride,
+                                 int64_t n, const T* HWY_RESTRICT alpha, T* HWY_RESTRICT o, int64_t o_stride) {
   const hn::ScalableTag<T> d;
   using VT = hn::Vec<decltype(d)>;
   const int64_t NT = int64_t(hn::Lanes(d));
@@ -443,10 +456,9 @@ HWY_INLINE void AccumulateValueDims(const T* HWY_RESTRICT p, int64_t p_stride, c
 
 // All heads [0, heads) of a chunk: o [heads][o_stride], value_dims = padded Dv (a multiple of the float lanes).
 template <typename T, bool kZeroInit>
-HWY_INLINE void AccumulateAllHeads(const T* HWY_RESTRICT p, int64_t p_stride, int64_t heads,
-                                   const T* HWY_RESTRICT v, int64_t v_stride, int64_t n,
-                                   const T* HWY_RESTRICT alpha, T* HWY_RESTRICT o, int64_t o_stride,
-                                   int64_t value_dims) {
+HWY_INLINE void AccumulateAllHeads(const T* HWY_RESTRICT p, int64_t p_stride, int64_t heads, const T* HWY_RESTRICT v,
+                                   int64_t v_stride, int64_t n, const T* HWY_RESTRICT alpha, T* HWY_RESTRICT o,
+                                   int64_t o_stride, int64_t value_dims) {
   int64_t h = 0;
   for (; h + kValueHeads <= heads; h += kValueHeads) {
     AccumulateValueDims<T, kValueHeads, kZeroInit>(p + h, p_stride, v, v_stride, n, alpha + h, o + h * o_stride,

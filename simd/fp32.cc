@@ -150,7 +150,7 @@ struct IndexTile {
   int64_t sequence;
   int64_t first_row;  // local row index within the sequence
   int rows;
-  int64_t keys;       // position of the tile's last query + 1
+  int64_t keys;        // position of the tile's last query + 1
   int64_t split = -1;  // slot in the split-tile state, or -1 when one unit does the whole tile
 };
 
@@ -183,9 +183,9 @@ struct IndexContext {
 
 // Per-thread scratch.
 struct IndexScratch {
-  Aligned<float> q;             // [kTilesPerUnit][kIndexRows][Di]
-  Aligned<float> scores;        // [kIndexRows][score_stride]
-  Aligned<float> panels;        // one chunk's panels (pack_per_chunk)
+  Aligned<float> q;       // [kTilesPerUnit][kIndexRows][Di]
+  Aligned<float> scores;  // [kIndexRows][score_stride]
+  Aligned<float> panels;  // one chunk's panels (pack_per_chunk)
   int64_t score_stride = 0;
   std::vector<float> block_max, block_sum;  // [kTilesPerUnit][kIndexRows][max_blocks]
   std::vector<float> row_scores, mean;      // [max_blocks], [Di]
@@ -304,8 +304,7 @@ void PackIndexKeys(const IndexContext& ctx, std::vector<float>& row) {
 // exp(s * x - s * max) over the block's visible keys. q: tile g's rows at q + g * kIndexRows * Di;
 // block_max, block_sum: tile g's row i at [(g * kIndexRows + i) * stride].
 void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64_t chunk_begin, int64_t chunk_end,
-               const float* HWY_RESTRICT q, IndexScratch& scratch, float* block_max, float* block_sum,
-               int64_t stride) {
+               const float* HWY_RESTRICT q, IndexScratch& scratch, float* block_max, float* block_sum, int64_t stride) {
   const DF df;
   const int64_t W = 2 * int64_t(hn::Lanes(df)), bk = ctx.bk;
   for (int64_t c = chunk_begin; c < chunk_end; ++c) {
@@ -329,7 +328,7 @@ void TokenPass(const IndexContext& ctx, const IndexTile* tiles, int count, int64
                 scratch.score_stride);
       for (int i = 0; i < tile.rows; ++i) {
         const int64_t end = std::min(ke, RowOf(ctx, tile, i).position + 1);
-        if (end <= kb) continue;  // this row sees none of the chunk's keys
+        if (end <= kb) continue;                                               // this row sees none of the chunk's keys
         const float* x_row = scratch.scores.get() + i * scratch.score_stride;  // key kb_aligned + j at x_row[j]
         float* row_max = block_max + (g * kIndexRows + i) * stride;
         float* row_sum = block_sum + (g * kIndexRows + i) * stride;
@@ -522,8 +521,8 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
   // Tiles per unit: up to kTilesPerUnit while there are plenty of units for the threads, and while the units'
   // block states stay small.
   const int64_t state_limit = std::max<int64_t>(1, (int64_t(4) << 20) / (kIndexRows * ctx.max_blocks * 8));
-  const int64_t group = std::clamp<int64_t>(std::min(whole_tiles / (16 * int64_t(threads)), state_limit), 1,
-                                            kTilesPerUnit);
+  const int64_t group =
+      std::clamp<int64_t>(std::min(whole_tiles / (16 * int64_t(threads)), state_limit), 1, kTilesPerUnit);
   std::vector<IndexUnit> units;
   int64_t split_tiles = 0;
   for (size_t i = 0; i < tiles.size();) {
@@ -631,8 +630,8 @@ Status SelectFp32(const Config& config, const IndexInputs& inputs, const Selecti
 // Main branch
 // =========================================================================================================
 
-inline constexpr int64_t kKeyChunk = 128;          // keys per online-softmax step
-inline constexpr int64_t kSegmentKeys = 512;       // a segment: ceil(512 / Bk) selected blocks
+inline constexpr int64_t kKeyChunk = 128;     // keys per online-softmax step
+inline constexpr int64_t kSegmentKeys = 512;  // a segment: ceil(512 / Bk) selected blocks
 
 struct AttendContext {
   const Config* config;
@@ -644,8 +643,8 @@ struct AttendContext {
   float scale;
   double scale_f64;
   std::vector<fp32::Place> places;
-  Aligned<float> k;  // [Hkv][total_k][D]
-  Aligned<float> v;  // [Hkv][total_k][Dv_pad], zero padded
+  Aligned<float> k;                     // [Hkv][total_k][D]
+  Aligned<float> v;                     // [Hkv][total_k][Dv_pad], zero padded
   std::vector<int64_t> first_block;     // [B+1] first block of each sequence
   std::vector<int64_t> touched_blocks;  // group * total blocks + block, for the blocks some row reads
   int64_t selected_keys = 0;            // sum over (query, group) rows of their selected keys
@@ -1056,8 +1055,8 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
       for (int64_t t = 0; t < ctx.total_q; ++t) items.push_back({t, r, c});
     }
   }
-  const int threads = fp32::ThreadsFor(2.0 * double(ctx.group) * double(ctx.dim + ctx.value_dim) *
-                                      double(ctx.selected_keys));
+  const int threads =
+      fp32::ThreadsFor(2.0 * double(ctx.group) * double(ctx.dim + ctx.value_dim) * double(ctx.selected_keys));
   const bool split = threads > 1 && int64_t(items.size()) < 4 * int64_t(threads);
 
   // Split mode (few rows, e.g. decode): one unit per segment, partial states merged in order afterwards.
@@ -1104,19 +1103,35 @@ Status AttendFp32(const Config& config, const AttentionInputs& inputs, const Sel
     for (int64_t u = 0; u < units; ++u) {
       if (!split) {
         switch (V) {
-          case 1: AttendWholeItem<1>(ctx, items[u], scratch, bad); break;
-          case 2: AttendWholeItem<2>(ctx, items[u], scratch, bad); break;
-          case 3: AttendWholeItem<3>(ctx, items[u], scratch, bad); break;
-          default: AttendWholeItem<4>(ctx, items[u], scratch, bad); break;
+          case 1:
+            AttendWholeItem<1>(ctx, items[u], scratch, bad);
+            break;
+          case 2:
+            AttendWholeItem<2>(ctx, items[u], scratch, bad);
+            break;
+          case 3:
+            AttendWholeItem<3>(ctx, items[u], scratch, bad);
+            break;
+          default:
+            AttendWholeItem<4>(ctx, items[u], scratch, bad);
+            break;
         }
       } else {
         const int64_t i = std::upper_bound(first_unit.begin(), first_unit.end(), u) - first_unit.begin() - 1;
         const int64_t sgm = u - first_unit[i];
         switch (V) {
-          case 1: AttendOneSegment<1>(ctx, items[i], sgm, scratch, partial[u]); break;
-          case 2: AttendOneSegment<2>(ctx, items[i], sgm, scratch, partial[u]); break;
-          case 3: AttendOneSegment<3>(ctx, items[i], sgm, scratch, partial[u]); break;
-          default: AttendOneSegment<4>(ctx, items[i], sgm, scratch, partial[u]); break;
+          case 1:
+            AttendOneSegment<1>(ctx, items[i], sgm, scratch, partial[u]);
+            break;
+          case 2:
+            AttendOneSegment<2>(ctx, items[i], sgm, scratch, partial[u]);
+            break;
+          case 3:
+            AttendOneSegment<3>(ctx, items[i], sgm, scratch, partial[u]);
+            break;
+          default:
+            AttendOneSegment<4>(ctx, items[i], sgm, scratch, partial[u]);
+            break;
         }
       }
       report.Add(1);

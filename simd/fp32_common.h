@@ -45,8 +45,8 @@ inline float HalfToFloat(uint16_t h) {
     const float magnitude = float(mantissa) * 5.9604644775390625e-8f;  // mantissa * 2^-24, exact
     return sign ? -magnitude : magnitude;
   }
-  const uint32_t bits = exponent == 31 ? (sign | 0x7f800000u | (mantissa << 13))
-                                       : (sign | ((exponent + 112) << 23) | (mantissa << 13));
+  const uint32_t bits =
+      exponent == 31 ? (sign | 0x7f800000u | (mantissa << 13)) : (sign | ((exponent + 112) << 23) | (mantissa << 13));
   float f;
   std::memcpy(&f, &bits, sizeof(f));
   return f;

@@ -116,8 +116,8 @@ double UlpError(double computed, const Real& truth) {
 }
 
 // True score dot(a[ra, ha], b[rb, hb]) * scale of double inputs; *abs_scaled = scale * sum |a_i b_i|.
-Real TrueScore(const TensorView& a, int64_t ra, int64_t ha, const TensorView& b, int64_t rb, int64_t hb,
-               double scale, double* abs_scaled) {
+Real TrueScore(const TensorView& a, int64_t ra, int64_t ha, const TensorView& b, int64_t rb, int64_t hb, double scale,
+               double* abs_scaled) {
   Real sum, term;
   double abs_sum = 0.0;
   for (int64_t i = 0; i < a.dim; ++i) {
@@ -296,8 +296,7 @@ void CheckProblem(const std::string& name, const Problem& problem, Summary* summ
           }
           const double a_max = *std::max_element(a.begin(), a.end());
           const SoftmaxTruth truth = TrueSoftmax(scores, {}, a);
-          if (!MeasureLse(outputs.index_lse[r * total_q + t], truth, di, a_max, n, Place(name, t, r),
-                          &summary->idx)) {
+          if (!MeasureLse(outputs.index_lse[r * total_q + t], truth, di, a_max, n, Place(name, t, r), &summary->idx)) {
             violation("index_lse " + Place(name, t, r) + " breaks its bound");
           }
         }
@@ -333,8 +332,8 @@ void CheckProblem(const std::string& name, const Problem& problem, Summary* summ
             }
             summary->out_ratio.Offer(cond / out_bound, cond, Place(name, t, h, e));
             if (!(cond <= out_bound)) {
-              violation("out " + Place(name, t, h, e) + ": conditioned error " + std::to_string(cond) +
-                        " > bound " + std::to_string(out_bound));
+              violation("out " + Place(name, t, h, e) + ": conditioned error " + std::to_string(cond) + " > bound " +
+                        std::to_string(out_bound));
             }
           }
         }
@@ -444,8 +443,7 @@ void Report(const char* what, const Worst& worst, const char* unit, const char* 
     std::printf("%s: no such values\n", what);
     return;
   }
-  std::printf("%s: %.3g %s (%s: %.3g) at %s\n", what, worst.value, unit, other, worst.other,
-              worst.where.c_str());
+  std::printf("%s: %.3g %s (%s: %.3g) at %s\n", what, worst.value, unit, other, worst.other, worst.where.c_str());
 }
 
 std::string Format(double value) {
@@ -463,8 +461,7 @@ void PrintSummary(const char* title, const std::string& prefix, const Summary& t
   const auto Property = [](const std::string& key, const std::string& value) {
     ::testing::Test::RecordProperty(key, value);
   };
-  std::printf("-- %s: %lld (t, h) rows, %lld out values\n", title, (long long)total.rows,
-              (long long)total.values);
+  std::printf("-- %s: %lld (t, h) rows, %lld out values\n", title, (long long)total.rows, (long long)total.values);
   Report("worst out error", total.out_cond, "eps*sum|p v| conditioned", "raw ulp");
   Report("worst out error", total.out_ulp, "ulp", "conditioned eps*sum|p v|");
   Report("worst out error (sum|p v| <= 2|out|)", total.out_ulp_wc, "ulp", "conditioned eps*sum|p v|");
@@ -474,8 +471,7 @@ void PrintSummary(const char* title, const std::string& prefix, const Summary& t
     Report(("worst " + what + " error").c_str(), meters->ulp, "ulp", "conditioned eps*max(|lse|,sum p A)");
     Report(("worst " + what + " error (sum p A <= |lse|)").c_str(), meters->ulp_wc, "ulp",
            "conditioned eps*max(|lse|,sum p A)");
-    Report(("worst " + what + " error").c_str(), meters->cond, "eps*max(|lse|,sum p A) conditioned",
-           "raw ulp");
+    Report(("worst " + what + " error").c_str(), meters->cond, "eps*max(|lse|,sum p A) conditioned", "raw ulp");
     Report(("worst " + what + " error").c_str(), meters->ratio, "x its bound B_lse", "raw ulp");
     Property(prefix + "worst_" + what + "_ulp", Describe(meters->ulp));
     Property(prefix + "worst_" + what + "_ulp_well_conditioned", Describe(meters->ulp_wc));
@@ -536,8 +532,7 @@ TEST(AttentionMpfr, ReferenceAgainstMpfr) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
-  std::printf("checked %d generated problems against MPFR (%d bits) in %.2f s\n", variant + 2, int(kBits),
-              seconds);
+  std::printf("checked %d generated problems against MPFR (%d bits) in %.2f s\n", variant + 2, int(kBits), seconds);
   PrintSummary("default scales", "", total);
   PrintSummary("sharp (scale 1)", "sharp_", sharp);
   EXPECT_EQ(total.violations + sharp.violations, 0);

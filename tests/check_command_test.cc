@@ -19,9 +19,8 @@ namespace {
 class CheckCommandTest : public testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("msa_check_test_" + std::to_string(getpid()) + "_" +
-            testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = std::filesystem::temp_directory_path() / ("msa_check_test_" + std::to_string(getpid()) + "_" +
+                                                     testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
     ProblemSpec spec;
     spec.config.num_q_heads = 4;
@@ -55,7 +54,10 @@ class CheckCommandTest : public testing::Test {
     for (size_t i = 0; i < values.size(); ++i) {
       uint8_t* at = tensor.bytes.data() + i * DTypeSize(dtype);
       if (dtype == DType::kF64) std::memcpy(at, &values[i], 8);
-      if (dtype == DType::kBF16) { const uint16_t bits = DoubleToBF16(values[i]); std::memcpy(at, &bits, 2); }
+      if (dtype == DType::kBF16) {
+        const uint16_t bits = DoubleToBF16(values[i]);
+        std::memcpy(at, &bits, 2);
+      }
     }
     return tensor;
   }
@@ -106,7 +108,8 @@ TEST_F(CheckCommandTest, PerturbedOutputFailsWithItsPositionAndJson) {
 TEST_F(CheckCommandTest, NothingToCheckIsBadInput) {
   const std::string theirs = WriteTheirs("empty.safetensors", {Floats("other", DType::kF64, {1}, {1.0})});
   EXPECT_EQ(Check({"--outputs", theirs}), 2);
-  EXPECT_EQ(err_.str(), "msa: error: " + theirs + ": supplies none of topk_indices, out, lse, index_lse: nothing to check\n");
+  EXPECT_EQ(err_.str(),
+            "msa: error: " + theirs + ": supplies none of topk_indices, out, lse, index_lse: nothing to check\n");
 }
 
 TEST_F(CheckCommandTest, WrongShapeIsBadInput) {

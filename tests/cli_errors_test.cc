@@ -103,8 +103,8 @@ class CliErrorsTest : public ::testing::Test {
   void SetUp() override {
     static std::atomic<int> counter{0};
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() / ("msa_cli_errors_" + std::to_string(getpid()) + "_" +
-                                        std::to_string(counter++) + "_" + info->name());
+    dir_ = fs::temp_directory_path() /
+           ("msa_cli_errors_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + info->name());
     fs::remove_all(dir_);
     ASSERT_TRUE(fs::create_directories(dir_));
     in_ = (dir_ / "in.safetensors").string();
@@ -302,7 +302,8 @@ TEST_F(CliErrorsTest, CuSeqlensMustNotPointPastTheTensors) {
 TEST_F(CliErrorsTest, CuSeqlensQAndKMustHaveTheSameLength) {
   SafetensorsFile file = ValidFile();
   SetPrefixSums(file, "cu_seqlens_q", {0, 8});
-  ExpectRefusedInput(RunOn(file), "cu_seqlens_q has 2 entries but cu_seqlens_k has 3: both must have B+1 entries (one batch)");
+  ExpectRefusedInput(RunOn(file),
+                     "cu_seqlens_q has 2 entries but cu_seqlens_k has 3: both must have B+1 entries (one batch)");
 }
 
 TEST_F(CliErrorsTest, CuSeqlensMustBeI32) {
@@ -378,7 +379,8 @@ TEST_F(CliErrorsTest, AttentionOverflowIsRefused) {
     const double huge = 1e308;
     std::memcpy(v.bytes.data() + e * sizeof(double), &huge, sizeof(double));
   }
-  ExpectRefused(RunOn(file), "attention of query 0, head 0 is not finite: q, k or v are too large for the precision exact");
+  ExpectRefused(RunOn(file),
+                "attention of query 0, head 0 is not finite: q, k or v are too large for the precision exact");
 }
 
 TEST_F(CliErrorsTest, HugeInitBlocksDoesNotOverflow) {
@@ -563,10 +565,10 @@ TEST_F(CliErrorsTest, TruncatedInTheDataSection) {
   Image image = ValidImage();
   image.bytes.resize(image.bytes.size() - 4);  // cuts into cu_seqlens_k, the last tensor (3 x I32 = 12 bytes)
   const uint64_t begin = image.data_size - 12;
-  ExpectRefusedInput(RunOnBytes(image.bytes),
-                     "tensor \"cu_seqlens_k\": data_offsets [" + std::to_string(begin) + ", " +
-                         std::to_string(begin + 12) + "] run past the data section of " +
-                         std::to_string(image.data_size - 4) + " bytes (the file is truncated or the offsets are wrong)");
+  ExpectRefusedInput(RunOnBytes(image.bytes), "tensor \"cu_seqlens_k\": data_offsets [" + std::to_string(begin) + ", " +
+                                                  std::to_string(begin + 12) + "] run past the data section of " +
+                                                  std::to_string(image.data_size - 4) +
+                                                  " bytes (the file is truncated or the offsets are wrong)");
 }
 
 TEST_F(CliErrorsTest, TruncatedInTheHeader) {
@@ -679,7 +681,8 @@ TEST_F(CliErrorsTest, UnknownOption) {
 }
 
 TEST_F(CliErrorsTest, NoSubcommand) {
-  ExpectRefused(Run({}), "no subcommand given: must be one of: run, check, golden, cost, recall, explain (see msa --help)");
+  ExpectRefused(Run({}),
+                "no subcommand given: must be one of: run, check, golden, cost, recall, explain (see msa --help)");
 }
 
 TEST_F(CliErrorsTest, ThreadsZero) {

@@ -91,8 +91,8 @@ TEST(Compare, NaiveLowPrecisionPassesItsOwnRule) {
     const NaiveOutputs naive = NaiveEvaluate(problem, precision, reference.topk_indices);
     JudgeOptions options;
     options.precision = precision;
-    const Verdict verdict = MustJudge(problem, reference, Candidate{reference.topk_indices, naive.out, naive.lse,
-                                                                    naive.index_lse}, options);
+    const Verdict verdict = MustJudge(
+        problem, reference, Candidate{reference.topk_indices, naive.out, naive.lse, naive.index_lse}, options);
     EXPECT_TRUE(verdict.passed()) << PrecisionName(precision) << "\n" << FormatVerdict(verdict);
     EXPECT_GT(Tensor(verdict, "out").naive_error, 0.0);
   }
@@ -160,7 +160,8 @@ TEST(Compare, CorruptedSelectionFailsAtItsRow) {
   slots[0] = worst;
   JudgeOptions options;
   options.precision = Precision::kFp32;
-  const Verdict verdict = MustJudge(problem, reference, Candidate{selection, std::nullopt, std::nullopt, std::nullopt}, options);
+  const Verdict verdict =
+      MustJudge(problem, reference, Candidate{selection, std::nullopt, std::nullopt, std::nullopt}, options);
   EXPECT_FALSE(verdict.passed());
   EXPECT_EQ(verdict.selection.violation_rows, 1);
   ASSERT_EQ(verdict.selection.listed.size(), 1u);
@@ -216,7 +217,8 @@ TEST(Compare, NearTieFlipPassesAndIsCounted) {
   // Attention computed by a correct kernel on its own (flipped) selection.
   std::vector<double> out(reference.out.size()), lse(reference.lse.size());
   ASSERT_TRUE(reference::AttendSelected(problem.config, problem.attention_inputs(), {selection.data()},
-                                        {out.data(), lse.data()}, {}).ok());
+                                        {out.data(), lse.data()}, {})
+                  .ok());
   candidate.out = out;
   candidate.lse = lse;
   const Verdict verdict = MustJudge(problem, reference, candidate, options);

@@ -31,8 +31,9 @@ std::vector<ConformanceCase> AllConformanceCases() {
       for (Precision precision : SupportedPrecisions(backend, test_case.spec.config)) {
         TestCase at = test_case;
         at.spec.config.precision = precision;
-        cases.push_back({std::string(backend.name), precision, at,
-                         std::string(backend.name) + "_" + std::string(PrecisionName(precision)) + "_" + test_case.name});
+        cases.push_back(
+            {std::string(backend.name), precision, at,
+             std::string(backend.name) + "_" + std::string(PrecisionName(precision)) + "_" + test_case.name});
       }
     }
   }
@@ -58,9 +59,9 @@ TEST_P(Conformance, OwnSelectionAndAttentionAgreeWithTheReference) {
   const Status status = RunBackend(backend(), problem, &outputs);
   ASSERT_TRUE(status.ok()) << status.message();
   Verdict verdict;
-  ASSERT_TRUE(Judge(problem, reference,
-                    Candidate{outputs.topk_indices, outputs.out, outputs.lse, outputs.index_lse},
-                    Rules(GetParam().precision), &verdict).ok());
+  ASSERT_TRUE(Judge(problem, reference, Candidate{outputs.topk_indices, outputs.out, outputs.lse, outputs.index_lse},
+                    Rules(GetParam().precision), &verdict)
+                  .ok());
   EXPECT_TRUE(verdict.passed()) << FormatVerdict(verdict);
 }
 
@@ -74,7 +75,8 @@ TEST_P(Conformance, AttentionOnTheReferenceSelectionAgrees) {
   ASSERT_TRUE(status.ok()) << status.message();
   Verdict verdict;
   ASSERT_TRUE(Judge(problem, reference, Candidate{std::nullopt, outputs.out, outputs.lse, std::nullopt},
-                    Rules(GetParam().precision), &verdict).ok());
+                    Rules(GetParam().precision), &verdict)
+                  .ok());
   EXPECT_TRUE(verdict.passed()) << FormatVerdict(verdict);
   EXPECT_EQ(verdict.attention_selection, "reference");
 }

@@ -73,7 +73,7 @@ int64_t EnumerateSelectedKeys(const Config& config, int64_t pos) {
 }
 
 TEST(CostModelTest, SelectedKeysMatchEnumeration) {
-  const Config configs[] = {SmallConfig(4, 3, 0), SmallConfig(4, 3, 2), SmallConfig(16, 4, 1), SmallConfig(1, 1, 0),
+  const Config configs[] = {SmallConfig(4, 3, 0), SmallConfig(4, 3, 2),    SmallConfig(16, 4, 1), SmallConfig(1, 1, 0),
                             SmallConfig(7, 5, 0), SmallConfig(128, 16, 0), SmallConfig(3, 1, 0)};
   const int64_t lengths[] = {1, 2, 3, 127, 128, 129, 1000, 2049};
   for (const Config& config : configs) {
@@ -82,8 +82,8 @@ TEST(CostModelTest, SelectedKeysMatchEnumeration) {
       for (int64_t pos = 0; pos < n; ++pos) {
         const int64_t keys = EnumerateSelectedKeys(config, pos);
         ASSERT_EQ(SelectedKeysAt(config, pos), ExactCount(keys))
-            << "Bk " << config.block_size << " top_k " << config.top_k << " init " << config.init_blocks
-            << " pos " << pos;
+            << "Bk " << config.block_size << " top_k " << config.top_k << " init " << config.init_blocks << " pos "
+            << pos;
         sum += keys;
       }
       EXPECT_EQ(SumSelectedKeys(config, n), ExactCount(sum))
@@ -245,9 +245,9 @@ TEST(CostCommandTest, PrintsThe28Point4AtOneMillion) {
 }
 
 TEST(CostCommandTest, DecodeTable) {
-  const CliResult result = Cost({"--mode", "decode", "--lengths", "19", "--batch", "3", "--q-heads", "4", "--kv-heads",
-                                 "2", "--head-dim", "8", "--value-dim", "6", "--index-head-dim", "4", "--block-size",
-                                 "4", "--top-k", "3"});
+  const CliResult result = Cost(
+      {"--mode",     "decode", "--lengths",   "19", "--batch",          "3", "--q-heads",    "4", "--kv-heads", "2",
+       "--head-dim", "8",      "--value-dim", "6",  "--index-head-dim", "4", "--block-size", "4", "--top-k",    "3"});
   ASSERT_EQ(result.code, 0) << result.err;
   // bytes by hand in DecodeBytesAndFlopsByHand: 576, 2256, 3528; caches 3192 and 456.
   const std::vector<std::string> expected = {"19", "576 B", "2.26 kB", "3.53 kB", "3.19 kB", "456 B"};
@@ -315,8 +315,8 @@ TEST(CostCommandTest, BadInputIsOneLineAndExitTwo) {
        "--q-heads 62: must be a multiple of --kv-heads 4 (GQA: G = Hq / Hkv query heads share one kv head)"},
       {{"--top-k", "2", "--init-blocks", "2"},
        "--top-k 2: must be at least --init-blocks + 1 = 3 (the init blocks and the local block)"},
-      {{"--json", missing}, "--json " + missing + ": directory " + fs::path(missing).parent_path().string() +
-                                " does not exist"},
+      {{"--json", missing},
+       "--json " + missing + ": directory " + fs::path(missing).parent_path().string() + " does not exist"},
   };
   for (const BadCase& bad : cases) {
     const CliResult result = Cost(bad.args);
@@ -329,9 +329,11 @@ TEST(CostCommandTest, BadInputIsOneLineAndExitTwo) {
 
 // Flags CLI11 checks: the message is CLI11's, one line naming the flag and the value.
 TEST(CostCommandTest, FlagRangesNameTheFlagAndValue) {
-  const std::vector<std::string> cases[] = {
-      {"--top-k", "0"},   {"--top-k", "99999999999"}, {"--block-size", "-3"},
-      {"--mode", "train"}, {"--init-blocks", "-1"}};
+  const std::vector<std::string> cases[] = {{"--top-k", "0"},
+                                            {"--top-k", "99999999999"},
+                                            {"--block-size", "-3"},
+                                            {"--mode", "train"},
+                                            {"--init-blocks", "-1"}};
   for (const std::vector<std::string>& args : cases) {
     const CliResult result = Cost(args);
     EXPECT_EQ(result.code, 2) << args[0];

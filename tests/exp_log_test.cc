@@ -26,7 +26,7 @@ namespace {
 
 constexpr mpfr_prec_t kPrecision = 200;
 constexpr double kInf = std::numeric_limits<double>::infinity();
-constexpr double kLn2 = 0.6931471805599453094;  // rounded; only used for sampling
+constexpr double kLn2 = 0.6931471805599453094;      // rounded; only used for sampling
 constexpr double kExpMax = 709.782712893383973096;  // 0x40862E42FEFA39EF
 
 std::uint64_t Bits(double x) {
@@ -111,8 +111,8 @@ class ErrorMeter {
   }
 
   void Report(const char* name) const {
-    std::printf("[%s] %lld points, max error %.6f ulp at x = %.17g (%a), result %.17g\n",
-                name, count_, max_ulps_, worst_arg_, worst_arg_, worst_got_);
+    std::printf("[%s] %lld points, max error %.6f ulp at x = %.17g (%a), result %.17g\n", name, count_, max_ulps_,
+                worst_arg_, worst_arg_, worst_got_);
     std::fflush(stdout);
     char buf[128];
     std::snprintf(buf, sizeof buf, "%.6f", max_ulps_);
@@ -166,19 +166,16 @@ TEST(CanonicalExpTest, WithinOneUlpOverUsedRange) {
   for (int i = 0; i < 400000; ++i) {
     const std::uint64_t r = rng.Next();
     const std::uint64_t exponent = 1023 - 70 + (r >> 56) % 80;
-    const double x = FromBits(((r & 1) << 63) | (exponent << 52) |
-                              (rng.Next() & 0x000FFFFFFFFFFFFFULL));
+    const double x = FromBits(((r & 1) << 63) | (exponent << 52) | (rng.Next() & 0x000FFFFFFFFFFFFFULL));
     if (x >= kLo && x <= kHi) meter.Check(x);
   }
   // Hard cases.
-  for (double x : {0.0, -0.0, 1e-300, -1e-300, 0x1p-60, -0x1p-60, 0x1p-28, -0x1p-28,
-                   0x1p-1074, -0x1p-1074, 1.0, -1.0, kLo, kHi,
-                   -0x1.837743af3aa6p+7 /* 0.93 ulp, worst of 3e7 random */}) {
+  for (double x : {0.0, -0.0, 1e-300, -1e-300, 0x1p-60, -0x1p-60, 0x1p-28, -0x1p-28, 0x1p-1074, -0x1p-1074, 1.0, -1.0,
+                   kLo, kHi, -0x1.837743af3aa6p+7 /* 0.93 ulp, worst of 3e7 random */}) {
     CheckAround(meter, x, 16);
   }
   // Branch thresholds in the high word: |x| vs 0.5*ln2, 1.5*ln2, 2^-28.
-  for (std::uint64_t hi : {0x3FD62E42ULL, 0x3FD62E43ULL, 0x3FF0A2B2ULL,
-                           0x3FF0A2B1ULL, 0x3E300000ULL}) {
+  for (std::uint64_t hi : {0x3FD62E42ULL, 0x3FD62E43ULL, 0x3FF0A2B2ULL, 0x3FF0A2B1ULL, 0x3E300000ULL}) {
     for (std::uint64_t sign : {0ULL, 1ULL}) {
       CheckAround(meter, FromBits((sign << 63) | (hi << 32)), 16);
       CheckAround(meter, FromBits((sign << 63) | (hi << 32) | 0xFFFFFFFFULL), 16);
@@ -243,8 +240,7 @@ TEST(CanonicalLogTest, WithinOneUlpOverPositiveDoubles) {
   // f^2/2-form window 0x6147A..0x6B851.
   for (int e = -1022; e <= 1023; e += (e > -40 && e < 40) ? 1 : 17) {
     const std::uint64_t biased = static_cast<std::uint64_t>(e + 1023);
-    for (std::uint64_t m_hi : {0x00000ULL, 0x6A09EULL, 0x6A09FULL, 0x6147AULL,
-                               0x6B851ULL, 0xFFFFFULL}) {
+    for (std::uint64_t m_hi : {0x00000ULL, 0x6A09EULL, 0x6A09FULL, 0x6147AULL, 0x6B851ULL, 0xFFFFFULL}) {
       CheckAround(meter, FromBits((biased << 52) | (m_hi << 32)), 4);
     }
   }
@@ -302,8 +298,7 @@ bool MonotoneFrom(F f, const char* name, double start, int steps) {
     const double next = Next(x);
     const double fnext = f(next);
     if (fnext < fx) {
-      ADD_FAILURE() << name << " decreases: f(" << x << ") = " << fx << " > f(" << next
-                    << ") = " << fnext;
+      ADD_FAILURE() << name << " decreases: f(" << x << ") = " << fx << " > f(" << next << ") = " << fnext;
       return false;
     }
     x = next;
@@ -328,8 +323,7 @@ TEST(CanonicalExpLogTest, MonotoneOnConsecutiveDoubles) {
     steps += kWalk;
   }
   // exp: around its branch thresholds, 0, and the range ends.
-  for (std::uint64_t hi : {0x3FD62E42ULL, 0x3FD62E43ULL, 0x3FF0A2B2ULL,
-                           0x3FF0A2B1ULL, 0x3E300000ULL, 0x3E2FFFFFULL}) {
+  for (std::uint64_t hi : {0x3FD62E42ULL, 0x3FD62E43ULL, 0x3FF0A2B2ULL, 0x3FF0A2B1ULL, 0x3E300000ULL, 0x3E2FFFFFULL}) {
     for (std::uint64_t sign : {0ULL, 1ULL}) {
       double start = FromBits((sign << 63) | (hi << 32));
       for (int i = 0; i < kWalk; ++i) start = Prev(start);
@@ -354,8 +348,8 @@ TEST(CanonicalExpLogTest, MonotoneOnConsecutiveDoubles) {
   ASSERT_TRUE(MonotoneFrom(log_f, "log", start, 600000));
   for (int e = -1022; e <= 1023; e += (e > -40 && e < 40) ? 1 : 7) {
     const std::uint64_t biased = static_cast<std::uint64_t>(e + 1023);
-    for (std::uint64_t m_hi : {0x00000ULL, 0x6A09EULL, 0x6A09FULL, 0x6147AULL,
-                               0x6B851ULL, 0x6B852ULL, 0x00001ULL, 0xFFFFEULL}) {
+    for (std::uint64_t m_hi :
+         {0x00000ULL, 0x6A09EULL, 0x6A09FULL, 0x6147AULL, 0x6B851ULL, 0x6B852ULL, 0x00001ULL, 0xFFFFEULL}) {
       double s = FromBits((biased << 52) | (m_hi << 32));
       for (int i = 0; i < kWalk / 2; ++i) s = Prev(s);
       ASSERT_TRUE(MonotoneFrom(log_f, "log", s, kWalk));

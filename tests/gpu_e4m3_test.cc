@@ -109,12 +109,9 @@ struct Fp8Chunk {
 // Prefill 300 and 1000 (partial last blocks), a chunk of a prefill with a prefix, decode with 4 rows (one warpgroup),
 // 64 rows over Bk 256, 68 rows (two warpgroups) at Di 16 with Bk 64, one index head over 129 keys at Di 32.
 std::vector<Fp8Chunk> Fp8Chunks() {
-  return {{"prefill_300", 4, 128, 128, 0, 300, 0, 300, 0},
-          {"prefill_1000", 4, 128, 128, 0, 1000, 0, 1000, 0},
-          {"prefix_chunk", 4, 64, 64, 77, 1000, 13, 136, 864},
-          {"decode_1", 4, 128, 128, 5, 5000, 3, 1, 4999},
-          {"decode_16_bk256", 4, 128, 256, 0, 4133, 0, 16, 4117},
-          {"decode_17_di16", 4, 16, 64, 0, 2049, 0, 17, 2032},
+  return {{"prefill_300", 4, 128, 128, 0, 300, 0, 300, 0},        {"prefill_1000", 4, 128, 128, 0, 1000, 0, 1000, 0},
+          {"prefix_chunk", 4, 64, 64, 77, 1000, 13, 136, 864},    {"decode_1", 4, 128, 128, 5, 5000, 3, 1, 4999},
+          {"decode_16_bk256", 4, 128, 256, 0, 4133, 0, 16, 4117}, {"decode_17_di16", 4, 16, 64, 0, 2049, 0, 17, 2032},
           {"one_head_129", 1, 32, 64, 0, 129, 0, 129, 0}};
 }
 
@@ -128,10 +125,11 @@ std::vector<uint8_t> RandomE4M3(int64_t n, uint64_t seed) {
 
 #if defined(MSA_HAVE_CUDA)
 // Skips the calling test unless a device runs BlockMaxScoresFp8 (compute capability 9.0).
-#define MSA_REQUIRE_FP8_INDEX_KERNEL()                                                                     \
-  do {                                                                                                     \
-    MSA_REQUIRE_GPU();                                                                                     \
-    if (!gpu::BlockMaxScoresFp8Fits(128, 128, 1.0f, gpu::CurrentDeviceCaps())) GTEST_SKIP() << "BlockMaxScoresFp8 needs an sm_90 device"; \
+#define MSA_REQUIRE_FP8_INDEX_KERNEL()                                         \
+  do {                                                                         \
+    MSA_REQUIRE_GPU();                                                         \
+    if (!gpu::BlockMaxScoresFp8Fits(128, 128, 1.0f, gpu::CurrentDeviceCaps())) \
+      GTEST_SKIP() << "BlockMaxScoresFp8 needs an sm_90 device";               \
   } while (false)
 
 // The chunk's geometry; its sequence's queries after the chunk are 2 more rows of index_q.
@@ -346,13 +344,13 @@ TEST(GpuKernels, Fp8BlockMaxIsWithinItsBoundOfTheExactBlockMax) {
       }
       if (!ok && failures++ < 5) {
         ADD_FAILURE() << c.name << ": row " << i / size_t(max_blocks) << ", block " << i % size_t(max_blocks)
-                      << (visible ? " (visible)" : " (not visible)") << ": fp8 " << run.fp8[i] << ", mma "
-                      << run.mma[i] << ", exact " << exact[i] << ", magnitude " << magnitude[i];
+                      << (visible ? " (visible)" : " (not visible)") << ": fp8 " << run.fp8[i] << ", mma " << run.mma[i]
+                      << ", exact " << exact[i] << ", magnitude " << magnitude[i];
       }
     }
     EXPECT_EQ(failures, 0) << c.name;
-    std::printf("%s: max |fp8 - exact| / magnitude = %.3g (bound %.3g), max |mma - exact| / magnitude = %.3g\n",
-                c.name, max_rel, double(gpu::kFp8IndexRelBound), max_rel_mma);
+    std::printf("%s: max |fp8 - exact| / magnitude = %.3g (bound %.3g), max |mma - exact| / magnitude = %.3g\n", c.name,
+                max_rel, double(gpu::kFp8IndexRelBound), max_rel_mma);
 #endif
   }
 }

@@ -160,7 +160,8 @@ TEST(GpuProperty, EverySpecSection5PropertyHolds) {
   MSA_REQUIRE_GPU();
   EXPECT_TRUE(GpuHolds("selection contract", CheckSelectionContract));
   EXPECT_TRUE(GpuHolds("dense equivalence", CheckDenseEquivalence));
-  EXPECT_TRUE(GpuHolds("causality", [](const Backend& b, const ProblemSpec& s) { return CheckCausality(b, s, s.seed ^ 1); }));
+  EXPECT_TRUE(
+      GpuHolds("causality", [](const Backend& b, const ProblemSpec& s) { return CheckCausality(b, s, s.seed ^ 1); }));
   EXPECT_TRUE(GpuHolds("gqa sharing", CheckGqaSharing));
   EXPECT_TRUE(GpuHolds("group independence", [](const Backend& b, ProblemSpec s) {
     const int group_size = s.config.group_size();
@@ -175,9 +176,8 @@ TEST(GpuProperty, EverySpecSection5PropertyHolds) {
     return CheckShiftInvariance(b, s, s.seed ^ 4, double(int64_t(s.seed % 11) - 5));
   }));
   EXPECT_TRUE(GpuHolds("scaling v", CheckScalingV));
-  EXPECT_TRUE(GpuHolds("linearity in v", [](const Backend& b, const ProblemSpec& s) {
-    return CheckLinearityInV(b, s, s.seed ^ 5);
-  }));
+  EXPECT_TRUE(GpuHolds("linearity in v",
+                       [](const Backend& b, const ProblemSpec& s) { return CheckLinearityInV(b, s, s.seed ^ 5); }));
   EXPECT_TRUE(GpuHolds("suffix rule", [](const Backend& b, const ProblemSpec& s) {
     const int32_t k_len = 1 + int32_t(s.seed % 59), q_len = 1 + int32_t((s.seed >> 8) % uint64_t(k_len));
     return CheckSuffixRule(b, s, k_len, q_len);

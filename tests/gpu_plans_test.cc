@@ -61,8 +61,8 @@ Status RunUnderPlan(const Problem& problem, const gpu::KernelPlan& plan, Outputs
   Status status = Select(*Gpu(), problem.config, problem.index_inputs(), outputs->selection_outputs());
   if (status.ok()) {
     EXPECT_EQ(Gpu()->last_plan(), gpu::FormatSelectPlan(plan));
-    status = Attend(*Gpu(), problem.config, problem.attention_inputs(),
-                    SelectionView{outputs->topk_indices.data()}, outputs->attention_outputs());
+    status = Attend(*Gpu(), problem.config, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
+                    outputs->attention_outputs());
     if (status.ok()) {
       EXPECT_EQ(Gpu()->last_plan(), gpu::FormatAttendPlan(plan));
     }
@@ -97,7 +97,8 @@ TEST_P(GpuPlans, EveryRunnablePlanPassesTheOracleAndClaimedTwinsAgreeBitForBit) 
         Verdict verdict;
         ASSERT_TRUE(Judge(problem, reference,
                           Candidate{outputs.topk_indices, outputs.out, outputs.lse, outputs.index_lse}, options,
-                          &verdict).ok());
+                          &verdict)
+                        .ok());
         EXPECT_TRUE(verdict.passed()) << what << "\n" << FormatVerdict(verdict);
       }
       const std::string bit_class = BitClass(plan);
@@ -115,8 +116,7 @@ TEST_P(GpuPlans, EveryRunnablePlanPassesTheOracleAndClaimedTwinsAgreeBitForBit) 
               static_cast<long long>(twins));
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, GpuPlans,
-                         ::testing::Values(Precision::kExact, Precision::kBf16, Precision::kFp16),
+INSTANTIATE_TEST_SUITE_P(Precisions, GpuPlans, ::testing::Values(Precision::kExact, Precision::kBf16, Precision::kFp16),
                          [](const ::testing::TestParamInfo<Precision>& info) {
                            return std::string(PrecisionName(info.param));
                          });

@@ -48,8 +48,8 @@ TEST(GpuBackend, Fp16ScoresOverflowingBinary16AreRefusedOnEveryIndexPath) {
       for (const char* index_kernel : {"mma", "wgmma"}) {
         for (const char* topk_kernel : {"warp", "threshold"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
-            if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" +
-                                       index_batch)) {
+            if (!Runnable(problem,
+                          std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" + index_batch)) {
               continue;
             }
             Outputs outputs;

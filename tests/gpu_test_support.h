@@ -33,11 +33,12 @@ namespace msa::gpu_test {
 inline const Backend* Gpu() { return FindBackend("gpu"); }
 
 // Skips the calling test unless the gpu backend is compiled in and a usable device is present.
-#define MSA_REQUIRE_GPU()                                                                                      \
-  do {                                                                                                         \
-    if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)";     \
-    if (!Gpu()->is_available()) GTEST_SKIP() << "gpu backend compiled in, but no usable CUDA device "          \
-                                                "(compute capability 8.0 or newer) is present";                \
+#define MSA_REQUIRE_GPU()                                                                                  \
+  do {                                                                                                     \
+    if (Gpu() == nullptr) GTEST_SKIP() << "gpu backend not compiled in (configure with nvcc on the PATH)"; \
+    if (!Gpu()->is_available())                                                                            \
+      GTEST_SKIP() << "gpu backend compiled in, but no usable CUDA device "                                \
+                      "(compute capability 8.0 or newer) is present";                                      \
   } while (false)
 
 // The number of elements whose bytes differ (-1 when the sizes differ).
@@ -91,8 +92,7 @@ struct TieRows {
 };
 
 // Whether ties decide a selection row of `visible` blocks (TieRows::tie_decided_rows) by its block scores.
-inline bool DecidedByTies(const Config& config, const int32_t* selection, const double* scores,
-                          int64_t visible) {
+inline bool DecidedByTies(const Config& config, const int32_t* selection, const double* scores, int64_t visible) {
   // The ranked candidates [init_end, local_begin) and the `take` of them in the row's first slots (SPEC section 2).
   const ForcedBlocks forced = ForcedBlocksOf(visible, config.init_blocks, config.local_blocks, config.top_k);
   std::vector<bool> selected(size_t(visible), false);
@@ -177,7 +177,8 @@ inline bool Runnable(const Problem& problem, const std::string& request) {
   gpu::KernelPlan requested, plan;
   if (!gpu::ParseKernelPlan(request, &requested).ok()) return false;
   return gpu::PlanKernels(problem.config, gpu::ShapesOf(problem.config, problem.batch()), gpu::CurrentDeviceCaps(),
-                          requested, &plan).ok();
+                          requested, &plan)
+      .ok();
 #else
   (void)problem;
   (void)request;

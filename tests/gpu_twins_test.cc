@@ -68,9 +68,10 @@ TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
   }
   if (compared == 0 && refused == 0) GTEST_SKIP() << "index=wgmma cannot run on this device (needs sm_90a)";
   EXPECT_GT(refused, 0) << "the overflow case should be refused by both kernels";
-  std::printf("wgmma vs mma index kernel: %lld runs bit-identical, %lld refused alike (on a device other than "
-              "sm_90a the test skips)\n",
-              static_cast<long long>(compared), static_cast<long long>(refused));
+  std::printf(
+      "wgmma vs mma index kernel: %lld runs bit-identical, %lld refused alike (on a device other than "
+      "sm_90a the test skips)\n",
+      static_cast<long long>(compared), static_cast<long long>(refused));
 }
 
 // Runs without a device: the kTagGpuTopKSplit cases are valid problems, and in the tied ones exact ties decide most
@@ -422,8 +423,8 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
       for (const char* index_kernel : index_kernels) {
         for (const char* topk_kernel : {"warp", "threshold"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
-            if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" +
-                                       index_batch)) {
+            if (!Runnable(problem,
+                          std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" + index_batch)) {
               continue;
             }
             Outputs forced;
@@ -435,10 +436,15 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
           }
         }
       }
-      for (const auto& [attend_kernel, lists] : std::vector<std::pair<const char*, const char*>>{
-               {"kv-outer-wgmma", "direct"}, {"kv-outer-wgmma", "general"}, {"kv-outer", "direct"},
-               {"kv-outer", "general"}, {"q-outer", ""}, {"gathered", ""}}) {
-        const std::string request = std::string("attend=") + attend_kernel + (*lists ? std::string(",lists=") + lists : "");
+      for (const auto& [attend_kernel, lists] :
+           std::vector<std::pair<const char*, const char*>>{{"kv-outer-wgmma", "direct"},
+                                                            {"kv-outer-wgmma", "general"},
+                                                            {"kv-outer", "direct"},
+                                                            {"kv-outer", "general"},
+                                                            {"q-outer", ""},
+                                                            {"gathered", ""}}) {
+        const std::string request =
+            std::string("attend=") + attend_kernel + (*lists ? std::string(",lists=") + lists : "");
         if (!Runnable(problem, request)) continue;
         const std::string how = what + ", " + request;
         Outputs outputs;
@@ -452,15 +458,17 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
         options.precision = precision;
         Verdict verdict;
         ASSERT_TRUE(Judge(problem, reference, Candidate{std::nullopt, outputs.out, outputs.lse, std::nullopt}, options,
-                          &verdict).ok());
+                          &verdict)
+                        .ok());
         EXPECT_TRUE(verdict.passed()) << how << "\n" << FormatVerdict(verdict);
         ++attend_runs;
       }
     }
   }
-  std::printf("local blocks and fp16 scores: %lld forced index-branch runs bit-identical to the default, %lld forced "
-              "main-branch runs within the oracle's bound\n",
-              static_cast<long long>(index_runs), static_cast<long long>(attend_runs));
+  std::printf(
+      "local blocks and fp16 scores: %lld forced index-branch runs bit-identical to the default, %lld forced "
+      "main-branch runs within the oracle's bound\n",
+      static_cast<long long>(index_runs), static_cast<long long>(attend_runs));
 }
 
 }  // namespace

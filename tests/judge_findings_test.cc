@@ -43,11 +43,26 @@ SafetensorsTensor Tensor(const std::string& name, DType dtype, std::vector<int64
   for (size_t i = 0; i < values.size(); ++i) {
     uint8_t* at = tensor.bytes.data() + i * DTypeSize(dtype);
     switch (dtype) {
-      case DType::kF64: std::memcpy(at, &values[i], 8); break;
-      case DType::kF32: { const float f = float(values[i]); std::memcpy(at, &f, 4); break; }
-      case DType::kBF16: { const uint16_t b = DoubleToBF16(values[i]); std::memcpy(at, &b, 2); break; }
-      case DType::kF16: { const uint16_t b = DoubleToF16(values[i]); std::memcpy(at, &b, 2); break; }
-      default: ADD_FAILURE() << "not a float dtype";
+      case DType::kF64:
+        std::memcpy(at, &values[i], 8);
+        break;
+      case DType::kF32: {
+        const float f = float(values[i]);
+        std::memcpy(at, &f, 4);
+        break;
+      }
+      case DType::kBF16: {
+        const uint16_t b = DoubleToBF16(values[i]);
+        std::memcpy(at, &b, 2);
+        break;
+      }
+      case DType::kF16: {
+        const uint16_t b = DoubleToF16(values[i]);
+        std::memcpy(at, &b, 2);
+        break;
+      }
+      default:
+        ADD_FAILURE() << "not a float dtype";
     }
   }
   return tensor;
@@ -85,8 +100,9 @@ class JudgeFindings : public testing::Test {
     file.tensors = tensors;
     for (const auto& [key, value] : metadata) file.metadata[key] = value;
     EXPECT_TRUE(WriteSafetensors(Path("theirs.safetensors"), file).ok());
-    std::vector<std::string> args = {"check", "--inputs", Path("inputs.safetensors"), "--outputs",
-                                     Path("theirs.safetensors"), "--json", Path("report.json")};
+    std::vector<std::string> args = {
+        "check",  "--inputs",         Path("inputs.safetensors"), "--outputs", Path("theirs.safetensors"),
+        "--json", Path("report.json")};
     args.insert(args.end(), flags.begin(), flags.end());
     const CliResult result = RunMsa(args);
     if (report != nullptr && result.code != 2) *report = nlohmann::json::parse(std::ifstream(Path("report.json")));
@@ -130,7 +146,7 @@ float DotF(const float* a, const float* b, int64_t n) {
 // official use_fp16_score) the block maxima are stored as binary16 and ranked so, and index_lse is the logsumexp
 // over the selected blocks of fp16(max) + log(sum exp(x - max)).
 struct IndexerOutputs {
-  std::vector<int32_t> topk;     // [Hidx, total_q, top_k]
+  std::vector<int32_t> topk;      // [Hidx, total_q, top_k]
   std::vector<double> index_lse;  // [Hidx, total_q]
 };
 
@@ -147,14 +163,16 @@ IndexerOutputs Fp32Indexer(const Problem& problem) {
       const int64_t n = places[t].position + 1, visible = places[t].position / bk + 1;
       std::vector<float> x(n), block_max(visible, -INFINITY), ranked(visible);
       for (int64_t s = 0; s < n; ++s) {
-        x[s] = DotF(&iq[(t * c.num_kv_heads + r) * di], &ik[(places[t].key_begin + s) * di], di) * float(c.IndexScale());
+        x[s] =
+            DotF(&iq[(t * c.num_kv_heads + r) * di], &ik[(places[t].key_begin + s) * di], di) * float(c.IndexScale());
         block_max[s / bk] = std::max(block_max[s / bk], x[s]);
       }
       for (int64_t b = 0; b < visible; ++b) ranked[b] = fp16 ? float(RoundToBinary16(block_max[b])) : block_max[b];
       const ForcedBlocks f = ForcedBlocksOf(visible, c.init_blocks, c.local_blocks, c.top_k);
       std::vector<int32_t> candidates(f.candidates());
       std::iota(candidates.begin(), candidates.end(), int32_t(f.init_end));
-      std::stable_sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) { return ranked[a] > ranked[b]; });
+      std::stable_sort(candidates.begin(), candidates.end(),
+                       [&](int32_t a, int32_t b) { return ranked[a] > ranked[b]; });
       int32_t* row = &outputs.topk[(r * total_q + t) * c.top_k];
       int64_t slot = 0;
       for (int64_t j = 0; j < f.take; ++j) row[slot++] = candidates[j];
@@ -201,7 +219,8 @@ AttentionOutputs32 Fp32PrescaledAttention(const Problem& problem, const std::vec
   const std::vector<float> q = AsFloats(problem.q), k = AsFloats(problem.k), v = AsFloats(problem.v);
   const auto places = reference::PlaceQueries(problem.batch());
   const int64_t total_q = problem.batch().total_q(), d = c.head_dim, dv = c.value_dim, hkv = c.num_kv_heads;
-  AttentionOutputs32 outputs{std::vector<double>(total_q * c.num_q_heads * dv), std::vector<double>(total_q * c.num_q_heads)};
+  AttentionOutputs32 outputs{std::vector<double>(total_q * c.num_q_heads * dv),
+                             std::vector<double>(total_q * c.num_q_heads)};
   for (int64_t t = 0; t < total_q; ++t) {
     for (int64_t h = 0; h < c.num_q_heads; ++h) {
       const int64_t r = h / c.group_size();
@@ -268,7 +287,8 @@ TEST_F(JudgeFindings, SwappedBlocksFailWhateverTheDtypeOfOut) {
   // The kernel's attention is right on its own (wrong) selection, so only the selection can fail.
   Outputs own = reference_;
   ASSERT_TRUE(reference::AttendSelected(config(), problem_.attention_inputs(), SelectionView{wrong.data()},
-                                        own.attention_outputs(), {}).ok());
+                                        own.attention_outputs(), {})
+                  .ok());
   const std::vector<int64_t> out_shape = {total_q_, config().num_q_heads, config().value_dim};
   for (DType dtype : {DType::kBF16, DType::kF16, DType::kF32, DType::kF64}) {
     nlohmann::json report;
@@ -283,7 +303,8 @@ TEST_F(JudgeFindings, SwappedBlocksFailWhateverTheDtypeOfOut) {
   EXPECT_EQ(Check({Ids(HeadMajorShape(), wrong)}, {}, {}, &report).code, 1);
   EXPECT_EQ(report["rules"]["score_precision"], "fp32");
   // A candidate that declares bf16 scores gets the bf16 tau, and the report says it was declared.
-  const CliResult declared = Check({Ids(HeadMajorShape(), reference_.topk_indices)}, {{"score_precision", "bf16"}}, {}, &report);
+  const CliResult declared =
+      Check({Ids(HeadMajorShape(), reference_.topk_indices)}, {{"score_precision", "bf16"}}, {}, &report);
   EXPECT_EQ(declared.code, 0) << declared.out;
   EXPECT_NE(declared.out.find("scores: bf16 (metadata score_precision)"), std::string::npos) << declared.out;
   EXPECT_GT(report["rules"]["tau"].get<double>(), 1e-2);
@@ -303,8 +324,9 @@ TEST_F(JudgeFindings, AnFp32IndexersIdsAndIndexLseAreJudgedAtFp32) {
 }
 
 TEST_F(JudgeFindings, TheOfficialFp32AttentionThatPrescalesQPassesOnLargeLogits) {
-  for (const auto& [cases, name] : {std::pair{LargeCases(), "m3_large_logits"}, std::pair{DialectCases(), "dialect_large_logits"},
-                                    std::pair{CanonicalCases(), "large_logits"}, std::pair{DialectCases(), "dialect_chunked"}}) {
+  for (const auto& [cases, name] :
+       {std::pair{LargeCases(), "m3_large_logits"}, std::pair{DialectCases(), "dialect_large_logits"},
+        std::pair{CanonicalCases(), "large_logits"}, std::pair{DialectCases(), "dialect_chunked"}}) {
     Load(CaseNamed(cases, name));
     const AttentionOutputs32 ours = Fp32PrescaledAttention(problem_, reference_.topk_indices);
     const std::vector<int64_t> out_shape = {total_q_, config().num_q_heads, config().value_dim};
@@ -317,8 +339,9 @@ TEST_F(JudgeFindings, TheOfficialFp32AttentionThatPrescalesQPassesOnLargeLogits)
 }
 
 TEST_F(JudgeFindings, TheOfficialFp16ScoreIndexerPasses) {
-  for (const auto& [cases, name] : {std::pair{DialectCases(), "dialect_fp16_scores"},
-                                    std::pair{CanonicalCases(), "m3_fp16_scores"}, std::pair{CanonicalCases(), "fp16_scores_ties"}}) {
+  for (const auto& [cases, name] :
+       {std::pair{DialectCases(), "dialect_fp16_scores"}, std::pair{CanonicalCases(), "m3_fp16_scores"},
+        std::pair{CanonicalCases(), "fp16_scores_ties"}}) {
     Load(CaseNamed(cases, name));
     ASSERT_EQ(config().score_format, ScoreFormat::kFp16);
     nlohmann::json report;
@@ -362,11 +385,12 @@ TEST_F(JudgeFindings, AnFp8IndexersIndexLseIsJudgedOnItsOwnSelectionOfTheRounded
   }
   std::vector<double> index_lse(config().num_kv_heads * total_q_);
   ASSERT_TRUE(reference::IndexLseForSelection(rounded.config, rounded.index_inputs(), SelectionView{own.data()},
-                                              index_lse.data()).ok());
+                                              index_lse.data())
+                  .ok());
   nlohmann::json report;
-  const CliResult result = Check({Ids(HeadMajorShape(), own),
-                                  Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, index_lse)},
-                                 {}, {}, &report);
+  const CliResult result = Check(
+      {Ids(HeadMajorShape(), own), Tensor("index_lse", DType::kF32, {config().num_kv_heads, total_q_}, index_lse)}, {},
+      {}, &report);
   EXPECT_EQ(result.code, 1) << result.out;  // the swapped blocks are violations...
   EXPECT_GT(report["selection"]["violation_rows"].get<int>(), 0);
   EXPECT_TRUE(report["tensors"][0]["passed"].get<bool>()) << result.out;  // ...but its index_lse is right for them
@@ -446,8 +470,10 @@ TEST_F(JudgeFindings, AQueryMajorShapeUnderTheHeadMajorLayoutIsBadInputNamingThe
   EXPECT_EQ(result.code, 2);
   EXPECT_NE(result.err.find("the query_major layout, but the layout is head_major"), std::string::npos) << result.err;
   EXPECT_NE(result.err.find("pass --topk-layout query_major"), std::string::npos) << result.err;
-  EXPECT_EQ(Check({Ids({total_q_, config().num_kv_heads, config().top_k}, query_major)}, {},
-                  {"--topk-layout", "query_major"}).code, 0);
+  EXPECT_EQ(
+      Check({Ids({total_q_, config().num_kv_heads, config().top_k}, query_major)}, {}, {"--topk-layout", "query_major"})
+          .code,
+      0);
 }
 
 TEST_F(JudgeFindings, Log2LseIsJudgedInItsBase) {
@@ -458,7 +484,8 @@ TEST_F(JudgeFindings, Log2LseIsJudgedInItsBase) {
   EXPECT_EQ(Check(outputs, {{"lse_base", "2"}}, {}).code, 0);
   EXPECT_EQ(Check(outputs, {}, {"--lse-base", "2"}).code, 0);
   EXPECT_EQ(Check(outputs, {}, {}).code, 1);  // undeclared: judged as natural log, and wrong
-  const std::vector<SafetensorsTensor> natural = {Tensor("lse", DType::kF32, {total_q_, config().num_q_heads}, reference_.lse)};
+  const std::vector<SafetensorsTensor> natural = {
+      Tensor("lse", DType::kF32, {total_q_, config().num_q_heads}, reference_.lse)};
   EXPECT_EQ(Check(natural, {{"lse_base", "2"}}, {}).code, 1);  // natural lse labelled log2
 }
 
@@ -467,7 +494,8 @@ TEST_F(JudgeFindings, BadRuleValuesAreRefusedByName) {
   const std::vector<SafetensorsTensor> outputs = {Ids(HeadMajorShape(), reference_.topk_indices)};
   CliResult result = Check(outputs, {{"order", "sorted"}}, {});
   EXPECT_EQ(result.code, 2);
-  EXPECT_NE(result.err.find("__metadata__[\"order\"] = \"sorted\": must be strict or any"), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find("__metadata__[\"order\"] = \"sorted\": must be strict or any"), std::string::npos)
+      << result.err;
   result = Check(outputs, {}, {"--lse-base", "10"});
   EXPECT_EQ(result.err, "msa: error: --lse-base 10: must be e or 2\n");
   result = Check(outputs, {}, {"--score-precision", "fp8"});

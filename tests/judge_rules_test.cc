@@ -132,14 +132,17 @@ RC_GTEST_PROP(SelectionRule, ARankingWithinHalfTauOfTheExactScoresPasses, (const
   native.score_format = ScoreFormat::kNative;
   std::vector<double> exact_scores(reference.block_scores.size());
   std::vector<int32_t> scratch(reference.topk_indices.size());
-  RC_ASSERT(Select(*FindBackend("reference"), native, problem.index_inputs(), {scratch.data(), exact_scores.data(), nullptr}).ok());
+  RC_ASSERT(
+      Select(*FindBackend("reference"), native, problem.index_inputs(), {scratch.data(), exact_scores.data(), nullptr})
+          .ok());
   const double tau = std::ldexp(1.0, -int(*rc::gen::inRange(4, 30)));
   JudgeOptions options;
   options.precision = Precision::kFp32;
   options.tau = tau;
   Verdict verdict;
   RC_ASSERT(Judge(problem, reference, Candidate{PerturbedSelection(problem, exact_scores, tau, seed), {}, {}, {}},
-                  options, &verdict).ok());
+                  options, &verdict)
+                .ok());
   RC_ASSERT(verdict.selection.violation_rows == 0);
   RC_ASSERT(verdict.selection.invalid_rows == 0);
 }
@@ -177,7 +180,8 @@ OtherOrderFp32 OtherOrderFp32Evaluation(const Problem& problem, const std::vecto
     }
     std::sort(blocks.begin(), blocks.end());
     for (int32_t b : blocks) {
-      for (int64_t s = int64_t(b) * c.block_size; s < std::min<int64_t>((b + 1) * int64_t(c.block_size), places[t].position + 1); ++s) {
+      for (int64_t s = int64_t(b) * c.block_size;
+           s < std::min<int64_t>((b + 1) * int64_t(c.block_size), places[t].position + 1); ++s) {
         keys.push_back(s);
       }
     }
@@ -190,7 +194,7 @@ OtherOrderFp32 OtherOrderFp32Evaluation(const Problem& problem, const std::vecto
     return double(m + std::log(l));
   };
   OtherOrderFp32 result{std::vector<double>(total_q * c.num_q_heads * dv), std::vector<double>(total_q * c.num_q_heads),
-                     std::vector<double>(hkv * total_q)};
+                        std::vector<double>(hkv * total_q)};
   for (int64_t t = 0; t < total_q; ++t) {
     const int64_t key0 = places[t].key_begin;
     for (int64_t r = 0; r < hkv; ++r) {

@@ -127,7 +127,7 @@ TEST(KernelPlan, DimsPast128TakeTheGeneralKernels) {
 
 TEST(KernelPlan, TopKTimesBlockSizePastSharedMemoryTakesTheGatheredKernel) {
   Config config = Lowp();
-  config.top_k = 128;  // past KV-outer's 32 and the insertion top-k past the warp kernels' 33
+  config.top_k = 128;       // past KV-outer's 32 and the insertion top-k past the warp kernels' 33
   config.block_size = 256;  // Q-outer's scores of 32768 keys do not fit 227 KiB
   const KernelPlan plan = Auto(config, Prefill(65536));
   EXPECT_EQ(plan.attend, AttendKernel::kGathered);
@@ -240,8 +240,9 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << text;
     return status.message();
   };
-  EXPECT_NE(message("attend=kv_outer").find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                                            "q-outer, kv-outer, kv-outer-wgmma)"),
+  EXPECT_NE(message("attend=kv_outer")
+                .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
+                      "q-outer, kv-outer, kv-outer-wgmma)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone

@@ -51,12 +51,14 @@ RC_GTEST_PROP(Property, GroupsSelectIndependently, (ProblemSpec spec, uint64_t s
 }
 
 RC_GTEST_PROP(Property, AttentionIgnoresTheOrderOfSelectedBlocks, (const ProblemSpec& spec, uint64_t seed)) {
-  ForEveryBackend(spec, [seed](const Backend& b, const ProblemSpec& s) { return CheckBlockOrderInvariance(b, s, seed); });
+  ForEveryBackend(spec,
+                  [seed](const Backend& b, const ProblemSpec& s) { return CheckBlockOrderInvariance(b, s, seed); });
 }
 
 RC_GTEST_PROP(Property, SelectionIgnoresAConstantShiftOfTheScores, (const ProblemSpec& spec, uint64_t seed)) {
   const double shift = double(*rc::gen::inRange(-5, 6));
-  ForEveryBackend(spec, [=](const Backend& b, const ProblemSpec& s) { return CheckShiftInvariance(b, s, seed, shift); });
+  ForEveryBackend(spec,
+                  [=](const Backend& b, const ProblemSpec& s) { return CheckShiftInvariance(b, s, seed, shift); });
 }
 
 RC_GTEST_PROP(Property, ScalingVByTwoScalesTheOutputExactly, (const ProblemSpec& spec)) {

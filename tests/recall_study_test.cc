@@ -14,8 +14,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 #include <rapidcheck.h>
+#include <nlohmann/json.hpp>
 
 #include "reference/reference.h"
 #include "tests/run_cli.h"
@@ -28,10 +28,9 @@
 namespace msa {
 
 inline void showValue(const RecallSetup& s, std::ostream& os) {
-  os << DescribeConfig(s.config) << " context=" << s.context << " queries=" << s.queries
-     << " sequences=" << s.sequences << " distance=" << s.distance << " strength=" << s.strength
-     << " needles=" << s.needles << " distractors=" << s.distractors << " distractor_strength="
-     << s.distractor_strength << " seed=" << s.seed;
+  os << DescribeConfig(s.config) << " context=" << s.context << " queries=" << s.queries << " sequences=" << s.sequences
+     << " distance=" << s.distance << " strength=" << s.strength << " needles=" << s.needles
+     << " distractors=" << s.distractors << " distractor_strength=" << s.distractor_strength << " seed=" << s.seed;
 }
 
 namespace {
@@ -79,7 +78,7 @@ bool TheoremPromises(const Problem& problem, const PlantedNeedle& needle) {
   const reference::QueryPlace& place = places[needle.query_row];
   const int64_t local = place.position / c.block_size, init = std::min<int64_t>(c.init_blocks, local);
   if (needle.block >= local || needle.block < init) return false;  // forced blocks: not what the theorem is about
-  std::vector<double> other_maxima;  // of the rankable blocks other than the needle's
+  std::vector<double> other_maxima;                                // of the rankable blocks other than the needle's
   for (int64_t b = init; b < local; ++b) {
     if (b == needle.block) continue;
     double best = -HUGE_VAL;
@@ -223,7 +222,6 @@ TEST(RecallStudy, ABackendThatIgnoresTheScoresFallsShort) {
   EXPECT_NE(RecallTable(points).find("lowest_ids (exact): FALLS SHORT"), std::string::npos);
 }
 
-
 class RecallCli : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -246,19 +244,40 @@ std::vector<std::string> SplitLine(const std::string& line) {
 
 TEST_F(RecallCli, WritesTheCsvAndJsonSchema) {
   const std::string out_dir = (dir_ / "out").string();
-  const CliResult result = RunMsa({"recall", "--context", "256", "--distance", "32,128", "--strength", "2,6",
-                                   "--block-size", "16", "--top-k", "4", "--pooling", "max,mean", "--queries", "2",
-                                   "--sequences", "2", "--head-dim", "8", "--out-dir", out_dir});
+  const CliResult result =
+      RunMsa({"recall", "--context",  "256", "--distance", "32,128",   "--strength", "2,6", "--block-size",
+              "16",     "--top-k",    "4",   "--pooling",  "max,mean", "--queries",  "2",   "--sequences",
+              "2",      "--head-dim", "8",   "--out-dir",  out_dir});
   ASSERT_EQ(result.code, 0) << result.err;
   int64_t backends = 0;
   for (const Backend& backend : AllBackends()) backends += backend.is_available() && backend.supports(Config{}).ok();
   const int64_t rows = 2 * 2 * 2 * backends;  // distances x strengths x poolings x backends
 
-  const std::vector<std::string> columns = {
-      "context", "queries", "sequences", "distance", "strength", "needles", "distractors", "distractor_strength",
-      "top_k", "block_size", "pooling", "backend", "precision", "needles_planted", "needles_recalled",
-      "needle_recall", "mass_recall_mean", "mass_recall_min", "kept_fraction", "recall_flips", "near_tie_rows",
-      "violation_rows", "invalid_rows", "tau", "agrees"};
+  const std::vector<std::string> columns = {"context",
+                                            "queries",
+                                            "sequences",
+                                            "distance",
+                                            "strength",
+                                            "needles",
+                                            "distractors",
+                                            "distractor_strength",
+                                            "top_k",
+                                            "block_size",
+                                            "pooling",
+                                            "backend",
+                                            "precision",
+                                            "needles_planted",
+                                            "needles_recalled",
+                                            "needle_recall",
+                                            "mass_recall_mean",
+                                            "mass_recall_min",
+                                            "kept_fraction",
+                                            "recall_flips",
+                                            "near_tie_rows",
+                                            "violation_rows",
+                                            "invalid_rows",
+                                            "tau",
+                                            "agrees"};
   std::ifstream csv(fs::path(out_dir) / "recall.csv");
   std::string line;
   ASSERT_TRUE(std::getline(csv, line));
@@ -294,9 +313,10 @@ TEST_F(RecallCli, WritesTheCsvAndJsonSchema) {
 
 TEST_F(RecallCli, PlotWritesOnePngPerSweptVariableOrSaysWhyNot) {
   const std::string out_dir = (dir_ / "figures").string();
-  const CliResult result = RunMsa({"recall", "--context", "128", "--distance", "16,64", "--strength", "2,6",
-                                   "--block-size", "8", "--top-k", "3", "--pooling", "max", "--queries", "1",
-                                   "--sequences", "1", "--head-dim", "4", "--out-dir", out_dir, "--plot"});
+  const CliResult result =
+      RunMsa({"recall", "--context",  "128", "--distance", "16,64", "--strength", "2,6", "--block-size",
+              "8",      "--top-k",    "3",   "--pooling",  "max",   "--queries",  "1",   "--sequences",
+              "1",      "--head-dim", "4",   "--out-dir",  out_dir, "--plot"});
   if (!CheckPlotter().ok()) {  // no gnuplot here: one clear line, nothing written
     EXPECT_EQ(result.code, 2);
     EXPECT_NE(result.err.find("--plot: gnuplot"), std::string::npos) << result.err;

@@ -17,8 +17,7 @@ const Backend& Reference() { return *FindBackend("reference"); }
 // One decode query (q_len = 1) over k_len keys, one head everywhere, D = Dv = Di = 1, index_q = 1 and
 // index_scale = 1, so the token score of key s is exactly index_k[s].
 Problem ScalarScoreProblem(const std::vector<double>& index_k, int block_size, int top_k, Pooling pooling,
-                           int init_blocks = 0, int local_blocks = 1,
-                           ScoreFormat score_format = ScoreFormat::kNative) {
+                           int init_blocks = 0, int local_blocks = 1, ScoreFormat score_format = ScoreFormat::kNative) {
   ProblemSpec spec;
   spec.config.num_q_heads = spec.config.num_kv_heads = 1;
   spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 1;
@@ -83,8 +82,7 @@ TEST(ReferenceHand, MeanPoolingOfThePartialLocalBlockCountsVisibleKeysOnly) {
 TEST(ReferenceHand, AllEqualScoresSelectTheLowestIdsThenLocal) {
   // 10 keys, Bk = 2: 5 blocks, local = 4, all scores 0. Ties go to the lowest ids: b0, b1; local last.
   const std::vector<double> zeros(10, 0.0);
-  EXPECT_EQ(RunReference(ScalarScoreProblem(zeros, 2, 3, Pooling::kMax)).topk_indices,
-            (std::vector<int32_t>{0, 1, 4}));
+  EXPECT_EQ(RunReference(ScalarScoreProblem(zeros, 2, 3, Pooling::kMax)).topk_indices, (std::vector<int32_t>{0, 1, 4}));
   // top_k 6 > 5 visible blocks: every block, ranked (0..3), local last, one -1.
   EXPECT_EQ(RunReference(ScalarScoreProblem(zeros, 2, 6, Pooling::kMax)).topk_indices,
             (std::vector<int32_t>{0, 1, 2, 3, 4, -1}));
@@ -134,8 +132,7 @@ TEST(ReferenceHand, Fp16ScoresRankTheRoundedMaximaWithTheIdTieRule) {
   // fp16(b2) = 2 + 2^-9, then b0 and b1 tied at 2 (lowest id first): with top_k 3, native keeps {b2, b1}
   // and fp16 keeps {b2, b0}, and block_scores holds the rounded values.
   const std::vector<double> keys = {2, 2 + std::ldexp(1, -11), 2 + 3 * std::ldexp(1, -11), 1};
-  EXPECT_EQ(RunReference(ScalarScoreProblem(keys, 1, 3, Pooling::kMax)).topk_indices,
-            (std::vector<int32_t>{2, 1, 3}));
+  EXPECT_EQ(RunReference(ScalarScoreProblem(keys, 1, 3, Pooling::kMax)).topk_indices, (std::vector<int32_t>{2, 1, 3}));
   const Outputs fp16 = RunReference(ScalarScoreProblem(keys, 1, 3, Pooling::kMax, 0, 1, ScoreFormat::kFp16));
   EXPECT_EQ(fp16.topk_indices, (std::vector<int32_t>{2, 0, 3}));
   EXPECT_EQ(fp16.block_scores, (std::vector<double>{2, 2, 2 + std::ldexp(1, -9), 1}));
@@ -211,7 +208,9 @@ TEST_P(BoundaryLength, SlotsFollowTheContract) {
 }
 
 INSTANTIATE_TEST_SUITE_P(OneTwoAndAroundTheBlock, BoundaryLength, testing::Values(1, 2, 3, 4, 5, 9),
-                         [](const testing::TestParamInfo<int>& info) { return std::string("L").append(std::to_string(info.param)); });
+                         [](const testing::TestParamInfo<int>& info) {
+                           return std::string("L").append(std::to_string(info.param));
+                         });
 
 // Main branch, hand-worked: one query, D = 1, q = 1, softmax_scale = 1, so scores equal the keys.
 Problem ScalarAttentionProblem(const std::vector<double>& keys, const std::vector<double>& values, int block_size,

@@ -48,7 +48,8 @@ TEST_P(Reproducibility, OutputsHashAsRecordedForEveryThreadCount) {
                                      << "; add this line to tests/golden/reference_sha256.txt:\n"
                                      << test_case.name << " " << hash;
     EXPECT_EQ(hash, entry->second) << test_case.name << " with " << threads << " threads. If the canonical order "
-                                   << "changed on purpose, record:\n" << test_case.name << " " << hash;
+                                   << "changed on purpose, record:\n"
+                                   << test_case.name << " " << hash;
   }
   omp_set_num_threads(default_threads);
 }

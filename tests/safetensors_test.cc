@@ -116,11 +116,10 @@ void ExpectSameFile(const SafetensorsFile& actual, const SafetensorsFile& expect
 
 TEST_F(SafetensorsTest, RoundTripsEveryDtypeWithMetadata) {
   SafetensorsFile file;
-  file.tensors = {
-      MakeTensor("q", DType::kBF16, {5, 2, 3}),     MakeTensor("k", DType::kF64, {4, 1, 3}),
-      MakeTensor("v", DType::kF32, {3, 7}),         MakeTensor("index_q", DType::kF16, {2, 1, 1, 1}),
-      MakeTensor("cu_seqlens_q", DType::kI32, {3}), MakeTensor("count", DType::kI64, {}),
-      MakeTensor("empty", DType::kF32, {0, 4})};
+  file.tensors = {MakeTensor("q", DType::kBF16, {5, 2, 3}),     MakeTensor("k", DType::kF64, {4, 1, 3}),
+                  MakeTensor("v", DType::kF32, {3, 7}),         MakeTensor("index_q", DType::kF16, {2, 1, 1, 1}),
+                  MakeTensor("cu_seqlens_q", DType::kI32, {3}), MakeTensor("count", DType::kI64, {}),
+                  MakeTensor("empty", DType::kF32, {0, 4})};
   file.metadata = {{"msa_config", R"({"block_size": 64, "pooling": "max"})"}, {"note", "µ \"quoted\"\n"}};
   const std::string path = dir_ + "/round.safetensors";
   ASSERT_TRUE(WriteSafetensors(path, file).ok());
@@ -143,10 +142,9 @@ TEST_F(SafetensorsTest, RoundTripsEveryDtypeWithMetadata) {
 
 // The expected image is spelled out from the format definition, not produced by the writer.
 TEST_F(SafetensorsTest, MatchesHandWrittenBytes) {
-  const std::string header =
-      R"({"__metadata__":{"k":"v"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
-      R"("y":{"dtype":"I64","shape":[],"data_offsets":[8,16]}})"
-      "    ";  // 132 characters, padded with spaces to 136
+  const std::string header = R"({"__metadata__":{"k":"v"},"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("y":{"dtype":"I64","shape":[],"data_offsets":[8,16]}})"
+                             "    ";  // 132 characters, padded with spaces to 136
   ASSERT_EQ(header.size(), 136u);
   Bytes expected = {0x88, 0, 0, 0, 0, 0, 0, 0};
   expected.insert(expected.end(), header.begin(), header.end());
@@ -254,13 +252,13 @@ TEST_F(SafetensorsTest, RejectsMissingAndUnknownFields) {
 }
 
 TEST_F(SafetensorsTest, RejectsNegativeShapeEntry) {
-  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,0]}})"),
-                 StatusCode::kInvalidArgument, R"(tensor "a": shape[1] is -1, which is negative)");
+  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[2,-1],"data_offsets":[0,0]}})"), StatusCode::kInvalidArgument,
+                 R"(tensor "a": shape[1] is -1, which is negative)");
 }
 
 TEST_F(SafetensorsTest, RejectsNonIntegerShapeEntry) {
-  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,0]}})"),
-                 StatusCode::kInvalidArgument, R"(tensor "a": shape[0] is 2.5, which is not an integer)");
+  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[2.5],"data_offsets":[0,0]}})"), StatusCode::kInvalidArgument,
+                 R"(tensor "a": shape[0] is 2.5, which is not an integer)");
   ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", Bytes(8)),
                  StatusCode::kInvalidArgument, R"(shape[0] is "2", which is not an integer)");
 }
@@ -278,9 +276,9 @@ TEST_F(SafetensorsTest, RejectsReversedOffsets) {
 }
 
 TEST_F(SafetensorsTest, RejectsOffsetsPastDataSection) {
-  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", Bytes(8)),
-                 StatusCode::kInvalidArgument,
-                 R"(tensor "a": data_offsets [0, 16] run past the data section of 8 bytes (the file is truncated or the offsets are wrong))");
+  ExpectRejected(
+      Image(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", Bytes(8)), StatusCode::kInvalidArgument,
+      R"(tensor "a": data_offsets [0, 16] run past the data section of 8 bytes (the file is truncated or the offsets are wrong))");
   ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,18446744073709551615]}})"),
                  StatusCode::kInvalidArgument, "run past the data section of 0 bytes");
 }
@@ -290,17 +288,15 @@ TEST_F(SafetensorsTest, RejectsByteCountDisagreeingWithShape) {
   SafetensorsFile file;
   const Status status = ParseSafetensors(image, &file, "in.safetensors");
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      status.message(),
-      R"(in.safetensors: tensor "q": data_offsets [0, 100] hold 100 bytes but shape [2, 3] of F32 needs 24)");
+  EXPECT_EQ(status.message(),
+            R"(in.safetensors: tensor "q": data_offsets [0, 100] hold 100 bytes but shape [2, 3] of F32 needs 24)");
   ExpectRejected(image, StatusCode::kInvalidArgument, "hold 100 bytes but shape [2, 3] of F32 needs 24");
 }
 
 TEST_F(SafetensorsTest, RejectsShapeWhoseByteCountOverflows) {
-  ExpectRejected(
-      Image(R"({"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})"),
-      StatusCode::kInvalidArgument,
-      "shape [1099511627776, 1099511627776] of F32 needs more bytes than int64 can count (overflow)");
+  ExpectRejected(Image(R"({"a":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})"),
+                 StatusCode::kInvalidArgument,
+                 "shape [1099511627776, 1099511627776] of F32 needs more bytes than int64 can count (overflow)");
   ExpectRejected(Image(R"({"a":{"dtype":"F64","shape":[1048576,1048576,1048576],"data_offsets":[0,0]}})"),
                  StatusCode::kInvalidArgument, "(overflow)");
 }
@@ -342,8 +338,7 @@ TEST_F(SafetensorsTest, WriterRefusesWhatTheReaderWouldRefuse) {
   Bytes image;
   Status status = SerializeSafetensors(file, &image);
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(status.message().find(R"(tensor "a": holds 7 bytes but shape [2] of F32 needs 8)"),
-            std::string::npos)
+  EXPECT_NE(status.message().find(R"(tensor "a": holds 7 bytes but shape [2] of F32 needs 8)"), std::string::npos)
       << status.message();
 
   file.tensors = {MakeTensor("a", DType::kF32, {1}), MakeTensor("a", DType::kF32, {1})};

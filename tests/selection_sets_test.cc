@@ -53,13 +53,13 @@ TEST(SameBlockSets, ComparesEachRowAsASet) {
   const std::vector<int32_t> row = {3, 5, 1, 7, -1, -1};
   EXPECT_TRUE(SameBlockSets(row, row, 6));
   EXPECT_TRUE(SameBlockSets(row, {1, 3, 5, 7, -1, -1}, 6));
-  EXPECT_FALSE(SameBlockSets(row, {3, 5, 2, 7, -1, -1}, 6));           // another block
-  EXPECT_FALSE(SameBlockSets(row, {3, 5, 1, 7, 7, -1}, 6));            // a longer valid prefix
-  EXPECT_FALSE(SameBlockSets({3, -1, 5}, {5, -1, 3}, 3));              // the same ids, another valid prefix
-  EXPECT_FALSE(SameBlockSets({3, 5, -1}, {3, -1, 5}, 3));              // the padding in another place
-  EXPECT_TRUE(SameBlockSets({3, 5, -1, 2, 1, -1}, {5, 3, -1, 1, 2, -1}, 3));  // two rows, each reordered
+  EXPECT_FALSE(SameBlockSets(row, {3, 5, 2, 7, -1, -1}, 6));                   // another block
+  EXPECT_FALSE(SameBlockSets(row, {3, 5, 1, 7, 7, -1}, 6));                    // a longer valid prefix
+  EXPECT_FALSE(SameBlockSets({3, -1, 5}, {5, -1, 3}, 3));                      // the same ids, another valid prefix
+  EXPECT_FALSE(SameBlockSets({3, 5, -1}, {3, -1, 5}, 3));                      // the padding in another place
+  EXPECT_TRUE(SameBlockSets({3, 5, -1, 2, 1, -1}, {5, 3, -1, 1, 2, -1}, 3));   // two rows, each reordered
   EXPECT_FALSE(SameBlockSets({3, 5, -1, 2, 1, -1}, {2, 1, -1, 3, 5, -1}, 3));  // rows swapped
-  EXPECT_FALSE(SameBlockSets(row, {3, 5, 1}, 3));                      // sizes differ
+  EXPECT_FALSE(SameBlockSets(row, {3, 5, 1}, 3));                              // sizes differ
 }
 
 TEST(NaiveBlockScores, AreNaiveEvaluatesBlockScoresBitForBit) {
@@ -87,8 +87,9 @@ TEST(ReorderedSelection, GivesTheReferencesExpectationsBitForBit) {
     ASSERT_NE(reordered, reference.topk_indices);
     ASSERT_TRUE(SameBlockSets(reordered, reference.topk_indices, c.top_k));
     std::vector<double> out(reference.out.size()), lse(reference.lse.size()), index_lse(reference.index_lse.size());
-    ASSERT_TRUE(FindBackend("reference")->attend(c, problem.attention_inputs(), {reordered.data()},
-                                                 {out.data(), lse.data()}, {}).ok());
+    ASSERT_TRUE(FindBackend("reference")
+                    ->attend(c, problem.attention_inputs(), {reordered.data()}, {out.data(), lse.data()}, {})
+                    .ok());
     ASSERT_TRUE(reference::IndexLseForSelection(c, problem.index_inputs(), {reordered.data()}, index_lse.data()).ok());
     EXPECT_TRUE(SameBits(out, reference.out));
     EXPECT_TRUE(SameBits(lse, reference.lse));
@@ -132,7 +133,8 @@ TEST(SelectionOnlyJudge, GivesTheSelectionVerdictOfAFullJudgement) {
       Verdict selection_only, full;
       ASSERT_TRUE(Judge(problem, reference, Candidate{selection, {}, {}, {}}, options, &selection_only).ok());
       ASSERT_TRUE(Judge(problem, reference, Candidate{selection, reference.out, reference.lse, reference.index_lse},
-                        options, &full).ok());
+                        options, &full)
+                      .ok());
       EXPECT_TRUE(selection_only.tensors.empty());
       EXPECT_EQ(full.tensors.size(), 3u);
       const SelectionVerdict &a = selection_only.selection, &b = full.selection;
@@ -219,14 +221,16 @@ TEST(ReorderedSelection, MeasuresAndAgreesLikeTheReference) {
 // Without a terminal, `msa recall` says on stderr which setup it starts and when, one line each; stdout holds
 // the header and the table only.
 TEST(RecallProgress, OneLinePerSetupOnStderrWithoutATerminal) {
-  const CliResult result = RunMsa({"recall", "--context", "128", "--distance", "16,64", "--strength", "4",
-                                   "--block-size", "8", "--top-k", "3", "--pooling", "max", "--queries", "1",
-                                   "--sequences", "1", "--head-dim", "4", "--backends", "simd", "--precision", "fp32"});
+  const CliResult result =
+      RunMsa({"recall", "--context",  "128", "--distance", "16,64", "--strength",  "4",   "--block-size",
+              "8",      "--top-k",    "3",   "--pooling",  "max",   "--queries",   "1",   "--sequences",
+              "1",      "--head-dim", "4",   "--backends", "simd",  "--precision", "fp32"});
   ASSERT_EQ(result.code, 0) << result.err;
   EXPECT_EQ(result.err.rfind("msa recall: setup 1/2 (context 128, Bk 8, distance 16, a 4, top_k 3, max) at ", 0), 0u)
       << result.err;
   EXPECT_NE(result.err.find("\nmsa recall: setup 2/2 (context 128, Bk 8, distance 64, a 4, top_k 3, max) at "),
-            std::string::npos) << result.err;
+            std::string::npos)
+      << result.err;
   EXPECT_NE(result.err.find("\nmsa recall: 2 setups done in "), std::string::npos) << result.err;
   EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 3) << result.err;
   EXPECT_EQ(result.out.find("setup 1/2"), std::string::npos) << result.out;

@@ -70,8 +70,7 @@ TEST(Sha256Test, MissingFileIsIoErrorNamingPath) {
   std::string hex;
   const Status status = Sha256OfFile("/nonexistent/dir/input.safetensors", &hex);
   EXPECT_EQ(status.code(), StatusCode::kIoError);
-  EXPECT_NE(status.message().find("/nonexistent/dir/input.safetensors"), std::string::npos)
-      << status.message();
+  EXPECT_NE(status.message().find("/nonexistent/dir/input.safetensors"), std::string::npos) << status.message();
 }
 
 }  // namespace

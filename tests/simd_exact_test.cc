@@ -6,8 +6,8 @@
 //     overflow to inf and NaN);
 //   - every output (topk_indices, block_scores, index_lse, out, lse) equals the reference bit for bit on every
 //     CanonicalCases() case, the cases of several forced local blocks and of fp16 block scores with ties
-//     (kTagForcedAndFp16 in oracle/case_list.cc) and random rapidcheck problems (local_blocks 1..3, score_format fp16 under max
-//     pooling), for 1, 2 and 7 OpenMP threads, and the non-finite-score and fp16-overflow errors are the
+//     (kTagForcedAndFp16 in oracle/case_list.cc) and random rapidcheck problems (local_blocks 1..3, score_format fp16
+//     under max pooling), for 1, 2 and 7 OpenMP threads, and the non-finite-score and fp16-overflow errors are the
 //     reference's;
 //   - the forced target is the one that ran (LastDispatchedTarget), and it changes with the forced target.
 #include <omp.h>
@@ -145,7 +145,7 @@ std::vector<double> ExpInputs() {
   using namespace exp_log_internal;
   std::vector<double> inputs;
   Bits bits(0x5EED0001);
-  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next()));  // any bit pattern
+  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next()));        // any bit pattern
   for (int i = 0; i < (1 << 20); ++i) inputs.push_back(bits.Uniform(-750.0, 750.0));  // the used range
   for (int i = 0; i < (1 << 20); ++i) {  // |x| from 2^-60 to 2^10: every reduction branch
     const uint64_t exponent = 1023 - 60 + bits.Next() % 71;
@@ -171,10 +171,10 @@ std::vector<double> ExpInputs() {
 std::vector<double> LogInputs() {
   std::vector<double> inputs;
   Bits bits(0x5EED0002);
-  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next()));  // any bit pattern
-  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next() >> 1));  // any positive double
+  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next()));        // any bit pattern
+  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(FromBits(bits.Next() >> 1));   // any positive double
   for (int i = 0; i < (1 << 19); ++i) inputs.push_back(FromBits(bits.Next() >> 12));  // subnormals
-  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(bits.Uniform(1.0, 4096.0));  // softmax sums l
+  for (int i = 0; i < (1 << 20); ++i) inputs.push_back(bits.Uniform(1.0, 4096.0));    // softmax sums l
   // Near 1 (|f| < 2^-20: hx in {0, 0xFFFFE, 0xFFFFF}), at any exponent and low word.
   for (int i = 0; i < (1 << 18); ++i) {
     const uint64_t hx[] = {0x00000, 0xFFFFE, 0xFFFFF, 0x00001, 0xFFFFD};
@@ -182,8 +182,8 @@ std::vector<double> LogInputs() {
     inputs.push_back(FromBits((exponent << 52) | (hx[bits.Next() % 5] << 32) | (bits.Next() & 0xFFFFFFFFULL)));
   }
   // The f^2/2 band 0x6147A <= hx <= 0x6B851 and the sqrt(2) split (0x95F64 + hx overflowing into bit 20).
-  for (uint64_t hx : {0x61478ULL, 0x61479ULL, 0x6147AULL, 0x6147BULL, 0x6B850ULL, 0x6B851ULL, 0x6B852ULL,
-                      0x6A09BULL, 0x6A09CULL, 0x6A09DULL, 0x6A09EULL}) {
+  for (uint64_t hx : {0x61478ULL, 0x61479ULL, 0x6147AULL, 0x6147BULL, 0x6B850ULL, 0x6B851ULL, 0x6B852ULL, 0x6A09BULL,
+                      0x6A09CULL, 0x6A09DULL, 0x6A09EULL}) {
     for (int i = 0; i < 4096; ++i) {
       const uint64_t exponent = (i % 4 == 0) ? 1023 : 1 + bits.Next() % 2046;
       inputs.push_back(FromBits((exponent << 52) | (hx << 32) | (bits.Next() & 0xFFFFFFFFULL)));
@@ -239,7 +239,9 @@ TEST_P(SimdTarget, VectorDotIsBitIdenticalToCanonicalDot) {
         for (double& x : *v) {
           const double u = bits.Uniform(-1.0, 1.0);
           x = kind == 0   ? u
-              : kind == 1 ? (bits.Next() % 3 == 0 ? 0.0 : bits.Next() % 2 ? -0.0 : u * 1e-300)
+              : kind == 1 ? (bits.Next() % 3 == 0 ? 0.0
+                             : bits.Next() % 2    ? -0.0
+                                                  : u * 1e-300)
                           : (bits.Next() % 4 == 0 ? u * 1e300 : u);
         }
       }
@@ -352,7 +354,7 @@ TEST_P(SimdTarget, ForcedBlocksAndFp16ScoreCasesAreBitIdenticalToTheReference) {
 
 TEST_P(SimdTarget, RandomProblemsAreBitIdenticalToTheReference) {
   const bool passed = rc::check("simd exact == reference, bit for bit", [](ProblemSpec spec) {
-    spec.query_scale = *rc::gen::element(1.0, 1.0, 100.0);  // sometimes large logits
+    spec.query_scale = *rc::gen::element(1.0, 1.0, 100.0);          // sometimes large logits
     spec.few_valued_index = *rc::gen::element(false, false, true);  // sometimes many exact ties
     // Sometimes several forced local blocks (top_k grows with them, so it still covers the forced blocks) and,
     // under max pooling, fp16 block scores.
@@ -461,8 +463,9 @@ TEST_P(SimdTarget, OverflowingAttentionIsRefusedAndHasTheReferenceBits) {
   for (auto [backend, outputs] : {std::pair{&Reference(), &raw_reference}, std::pair{&Simd(), &raw_simd}}) {
     outputs->Allocate(problem);
     ASSERT_TRUE(backend->select(problem.config, problem.index_inputs(), outputs->selection_outputs(), {}).ok());
-    ASSERT_TRUE(backend->attend(problem.config, problem.attention_inputs(),
-                                SelectionView{outputs->topk_indices.data()}, outputs->attention_outputs(), {})
+    ASSERT_TRUE(backend
+                    ->attend(problem.config, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
+                             outputs->attention_outputs(), {})
                     .ok());
   }
   int64_t nan = 0;

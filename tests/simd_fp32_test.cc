@@ -31,12 +31,12 @@
 #include "oracle/compare.h"
 #include "oracle/precision.h"
 #include "oracle/problem.h"
-#include "tests/simd_targets.h"
 #include "oracle/random.h"
 #include "reference/reference.h"
 #include "simd/fp32.h"
 #include "simd/fp32_common.h"
 #include "simd/simd_backend.h"
+#include "tests/simd_targets.h"
 
 namespace msa {
 namespace {
@@ -78,8 +78,9 @@ int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) 
   EXPECT_TRUE(status.ok()) << name << ": " << status.message();
   if (!status.ok()) return 0;
   Verdict verdict;
-  EXPECT_TRUE(Judge(problem, reference, Candidate{own.topk_indices, own.out, own.lse, own.index_lse}, Fp32Rules(),
-                    &verdict).ok());
+  EXPECT_TRUE(
+      Judge(problem, reference, Candidate{own.topk_indices, own.out, own.lse, own.index_lse}, Fp32Rules(), &verdict)
+          .ok());
   EXPECT_TRUE(verdict.passed()) << name << " (own selection):\n" << FormatVerdict(verdict);
   EXPECT_EQ(verdict.selection.invalid_rows, 0);
 
@@ -90,7 +91,8 @@ int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) 
   EXPECT_TRUE(attend.ok()) << attend.message();
   Verdict attention;
   EXPECT_TRUE(Judge(problem, reference, Candidate{std::nullopt, on_reference.out, on_reference.lse, std::nullopt},
-                    Fp32Rules(), &attention).ok());
+                    Fp32Rules(), &attention)
+                  .ok());
   EXPECT_TRUE(attention.passed()) << name << " (reference selection):\n" << FormatVerdict(attention);
 
   // block_scores are fp32 values of the pooled scores: within tau of the FP64 ones wherever visible; fp16 scores
@@ -140,9 +142,7 @@ std::vector<TargetCase> AllTargetCases() {
 
 class Fp32OnEveryTarget : public testing::TestWithParam<TargetCase> {
  protected:
-  void SetUp() override {
-    hwy::SetSupportedTargetsForTest(GetParam().target);
-  }
+  void SetUp() override { hwy::SetSupportedTargetsForTest(GetParam().target); }
   void TearDown() override { hwy::SetSupportedTargetsForTest(0); }
 };
 
@@ -207,8 +207,8 @@ template <typename T>
 void ExpectSameBits(const std::vector<T>& got, const std::vector<T>& expected, const std::string& what) {
   ASSERT_EQ(got.size(), expected.size()) << what;
   for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(std::memcmp(&got[i], &expected[i], sizeof(T)), 0) << what << "[" << i << "]: " << got[i] << " vs "
-                                                                 << expected[i];
+    ASSERT_EQ(std::memcmp(&got[i], &expected[i], sizeof(T)), 0)
+        << what << "[" << i << "]: " << got[i] << " vs " << expected[i];
   }
 }
 
@@ -250,8 +250,8 @@ TEST(Fp32Rank, PlaceRowEqualsTheReferenceOnTiesSignedZerosInitAndLocalBlocks) {
     std::vector<int32_t> got(config.top_k), expected(config.top_k);
     simd::fp32::PlaceRow(config, scores.data(), visible, got.data(), &keys);
     reference::PlaceSelection(config, widened.data(), visible, expected.data());
-    ASSERT_EQ(got, expected) << "trial " << trial << ", visible " << visible << ", top_k " << config.top_k
-                             << ", init " << config.init_blocks << ", local_blocks " << config.local_blocks;
+    ASSERT_EQ(got, expected) << "trial " << trial << ", visible " << visible << ", top_k " << config.top_k << ", init "
+                             << config.init_blocks << ", local_blocks " << config.local_blocks;
   }
 }
 

@@ -77,12 +77,14 @@ int64_t CheckBoth(double value) {
     const uint16_t bf16 = DoubleToBF16(x), bf16_expected = DefinitionDoubleToBF16(x);
     const uint16_t f16 = DoubleToF16(x), f16_expected = DefinitionDoubleToF16(x);
     if (bf16 != bf16_expected) {
-      if (++bad <= 1) ADD_FAILURE() << "DoubleToBF16(" << std::hexfloat << x << ") = 0x" << std::hex << bf16
-                                    << ", definition 0x" << bf16_expected;
+      if (++bad <= 1)
+        ADD_FAILURE() << "DoubleToBF16(" << std::hexfloat << x << ") = 0x" << std::hex << bf16 << ", definition 0x"
+                      << bf16_expected;
     }
     if (f16 != f16_expected) {
-      if (++bad <= 1) ADD_FAILURE() << "DoubleToF16(" << std::hexfloat << x << ") = 0x" << std::hex << f16
-                                    << ", definition 0x" << f16_expected;
+      if (++bad <= 1)
+        ADD_FAILURE() << "DoubleToF16(" << std::hexfloat << x << ") = 0x" << std::hex << f16 << ", definition 0x"
+                      << f16_expected;
     }
   }
   return bad;
@@ -128,16 +130,42 @@ TEST(TensorRounding, NarrowingMatchesTheDefinitionOnEveryValueAndMidpoint) {
 
 TEST(TensorRounding, NarrowingMatchesTheDefinitionOnSpecialValues) {
   const double inf = std::numeric_limits<double>::infinity();
-  std::vector<double> values = {
-      0.0, inf, std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::signaling_NaN(),
-      FromBits(0x7ff0000000000001), FromBits(0x7fffffffffffffff), FromBits(0x7ff8000000000123),
-      std::numeric_limits<double>::denorm_min(), std::numeric_limits<double>::min(),
-      std::numeric_limits<double>::max(), FromBits(0x000fffffffffffff), 1.0, 65504.0, 65519.0, 65520.0, 65536.0,
-      3.3895313892515355e38, 3.3961775292304957e38 /* bf16 overflow midpoint */, 3.4028234663852886e38, 1e300,
-      std::ldexp(1.0, -24), std::ldexp(1.0, -25), std::ldexp(3.0, -26), std::ldexp(1.0, -26),
-      std::ldexp(1.0, -133), std::ldexp(1.0, -134), std::ldexp(3.0, -135), std::ldexp(1.0, -135),
-      std::ldexp(1.0, -126), std::ldexp(1.0, -127), std::ldexp(1.0, -14), std::ldexp(1.0, -15),
-      std::ldexp(1.0, -149), std::ldexp(1.0, -150), std::ldexp(1.0, -1022), std::ldexp(1.0, -1074)};
+  std::vector<double> values = {0.0,
+                                inf,
+                                std::numeric_limits<double>::quiet_NaN(),
+                                std::numeric_limits<double>::signaling_NaN(),
+                                FromBits(0x7ff0000000000001),
+                                FromBits(0x7fffffffffffffff),
+                                FromBits(0x7ff8000000000123),
+                                std::numeric_limits<double>::denorm_min(),
+                                std::numeric_limits<double>::min(),
+                                std::numeric_limits<double>::max(),
+                                FromBits(0x000fffffffffffff),
+                                1.0,
+                                65504.0,
+                                65519.0,
+                                65520.0,
+                                65536.0,
+                                3.3895313892515355e38,
+                                3.3961775292304957e38 /* bf16 overflow midpoint */,
+                                3.4028234663852886e38,
+                                1e300,
+                                std::ldexp(1.0, -24),
+                                std::ldexp(1.0, -25),
+                                std::ldexp(3.0, -26),
+                                std::ldexp(1.0, -26),
+                                std::ldexp(1.0, -133),
+                                std::ldexp(1.0, -134),
+                                std::ldexp(3.0, -135),
+                                std::ldexp(1.0, -135),
+                                std::ldexp(1.0, -126),
+                                std::ldexp(1.0, -127),
+                                std::ldexp(1.0, -14),
+                                std::ldexp(1.0, -15),
+                                std::ldexp(1.0, -149),
+                                std::ldexp(1.0, -150),
+                                std::ldexp(1.0, -1022),
+                                std::ldexp(1.0, -1074)};
   for (int e = -1074; e <= 1023; ++e) values.push_back(std::ldexp(1.0, e));  // every power of two
   int64_t bad = 0;
   for (double value : values) bad += CheckAround(value);
@@ -159,11 +187,11 @@ TEST(TensorRounding, NarrowingMatchesTheDefinitionOnRandomDoubles) {
     bad += CheckBoth(FromBits((uint64_t(bf16_exponent + 1023) << 52) | significand));
     bad += CheckBoth(FromBits((uint64_t(f16_exponent + 1023) << 52) | significand));
     // A double a few ulps from a random midpoint of bf16 (ties are where a wrong rounding shows).
-    const uint64_t tie = (uint64_t(bf16_exponent + 1023) << 52) | (significand & ~((uint64_t(1) << 45) - 1)) |
-                         (uint64_t(1) << 44);
+    const uint64_t tie =
+        (uint64_t(bf16_exponent + 1023) << 52) | (significand & ~((uint64_t(1) << 45) - 1)) | (uint64_t(1) << 44);
     bad += CheckBoth(FromBits(tie + random.Below(9) - 4));
-    const uint64_t f16_tie = (uint64_t(f16_exponent + 1023) << 52) | (significand & ~((uint64_t(1) << 42) - 1)) |
-                             (uint64_t(1) << 41);
+    const uint64_t f16_tie =
+        (uint64_t(f16_exponent + 1023) << 52) | (significand & ~((uint64_t(1) << 42) - 1)) | (uint64_t(1) << 41);
     bad += CheckBoth(FromBits(f16_tie + random.Below(9) - 4));
   }
   EXPECT_EQ(bad, 0);

@@ -42,7 +42,7 @@ std::string Text(const std::vector<int32_t>& row) {
 int main() {
   // docs:begin worked-rows
   //                                block 0   block 1   block 2   block 3   block 4 (local)
-  const std::vector<double> keys = {2, -1,    0, 5,     5, 1,     2, 2,     9, 0};
+  const std::vector<double> keys = {2, -1, 0, 5, 5, 1, 2, 2, 9, 0};
   msa::Config config;  // max pooling: block scores M = 2, 5, 5, 2, 9
   struct Case {
     const char* what;
@@ -90,8 +90,8 @@ int main() {
   // (msa check --order any) it is valid; every other row above stays invalid in either order.
   const msa::RowFault any = msa::ClassifySelectionRow(config, 5, broken[0].data(), msa::SelectionOrder::kAny);
   all_match = all_match && any.kind == msa::RowFault::Kind::kNone;
-  std::cout << Text(broken[0]) << " under order any: " << (any.kind == msa::RowFault::Kind::kNone ? "valid" : any.message)
-            << "\n";
+  std::cout << Text(broken[0])
+            << " under order any: " << (any.kind == msa::RowFault::Kind::kNone ? "valid" : any.message) << "\n";
   // docs:end broken-rows
   return all_match ? 0 : 1;
 }

@@ -16,9 +16,9 @@ namespace msa::gpu::kv_outer {
 
 // One chunk's inputs and lists, as a tile kernel reads them (passed by value to the kernel).
 struct TileLists {
-  const uint16_t* q = nullptr;  // [total_q, Hq, D]
-  const uint16_t* k = nullptr;  // [total_k, Hkv, D]
-  const uint16_t* v = nullptr;  // [total_k, Hkv, Dv]
+  const uint16_t* q = nullptr;         // [total_q, Hq, D]
+  const uint16_t* k = nullptr;         // [total_k, Hkv, D]
+  const uint16_t* v = nullptr;         // [total_k, Hkv, Dv]
   const int64_t* position = nullptr;   // [total_q]
   const int64_t* key_begin = nullptr;  // [total_q]
   AttendGeometry g;
@@ -45,7 +45,6 @@ cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* 
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
                 const TileLauncher& tiles);
-
 
 }  // namespace msa::gpu::kv_outer
 

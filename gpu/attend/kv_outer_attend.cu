@@ -23,10 +23,10 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/attend/kv_outer.h"
+#include "gpu/common/device_query.h"
 #include "gpu/common/mma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu {
 namespace {
@@ -88,8 +88,7 @@ __global__ void CountPairsKernel(const int32_t* topk, const int32_t* first_block
 // same keys of the same block, so every valid tile sees the shared memory a fresh load gives.) No atomics, no
 // memset, no host sync: one thread per list entry, graph-capturable.
 __global__ void DirectListsKernel(const int32_t* topk, const int64_t* position, AttendGeometry g, int64_t t0,
-                                  int64_t tiles, int qpc, int32_t* total_entries, int32_t* entries,
-                                  int2* tile_block) {
+                                  int64_t tiles, int qpc, int32_t* total_entries, int32_t* entries, int2* tile_block) {
   const int64_t e = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;  // list entry: tile e / qpc, place e % qpc
   if (e >= tiles * qpc) return;
   if (e == 0) *total_entries = int32_t(tiles * qpc);
@@ -140,9 +139,9 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
                      int64_t num_buckets, const int32_t* entries, const int2* tile_block, float* part_o,
                      float2* part_ml) {
   extern __shared__ __align__(16) unsigned char kv_outer_smem[];
-  uint16_t* qs = reinterpret_cast<uint16_t*>(kv_outer_smem);  // [kTileRows][kStride]
-  uint16_t* ks = qs + kTileRows * kStride;                      // [kKeyPad][kStride]
-  uint16_t* vs = ks + kKeyPad * kStride;                        // [kKeyPad][kStride]
+  uint16_t* qs = reinterpret_cast<uint16_t*>(kv_outer_smem);               // [kTileRows][kStride]
+  uint16_t* ks = qs + kTileRows * kStride;                                 // [kKeyPad][kStride]
+  uint16_t* vs = ks + kKeyPad * kStride;                                   // [kKeyPad][kStride]
   int64_t* tile_pos = reinterpret_cast<int64_t*>(vs + kKeyPad * kStride);  // [qpc] position, -1 for padding
   int32_t* tile_entry = reinterpret_cast<int32_t*>(tile_pos + kTileRows);  // [qpc] list entry, -1 for padding
 
@@ -402,8 +401,8 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
   const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
   const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(SmCount()) * kCtasPerSm));
   tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.t0,
-                                                         l.offsets, l.num_buckets, l.entries, l.tile_block,
-                                                         l.part_o, l.part_ml);
+                                                         l.offsets, l.num_buckets, l.entries, l.tile_block, l.part_o,
+                                                         l.part_ml);
   return cudaGetLastError();
 }
 
@@ -429,8 +428,8 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
                                            stream)) != cudaSuccess) {
     return err;
   }
-  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor,
-                                                   entries, tile_block);
+  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor, entries,
+                                                   tile_block);
   return cudaGetLastError();
 }
 
@@ -438,8 +437,8 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
 
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                          double* out, double* lse, cudaStream_t stream, const TileLauncher& tiles) {
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
+                          double* lse, cudaStream_t stream, const TileLauncher& tiles) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -487,8 +486,8 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
 
 cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                          double* out, double* lse, cudaStream_t stream) {
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
+                          double* lse, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                        stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles});
 }

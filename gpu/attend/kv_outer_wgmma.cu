@@ -31,11 +31,11 @@
 #include <algorithm>
 #include <cmath>
 
-#include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/attend/kv_outer.h"
+#include "gpu/common/device_query.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/wgmma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu {
 namespace {
@@ -58,10 +58,10 @@ struct TileMeta {
   int64_t pos[kTileRows];      // key position of each query slot (qpc <= 64 used), -1 for padding
   int32_t t_local[kTileRows];  // the slot's query t - t0 (list entry / top_k), -1 for padding
   int32_t sel[kTileRows];      // the block's slot in that query's selection (list entry % top_k)
-  int64_t key0;              // first key of the block inside its sequence: id * block_size
-  int64_t kv_row;            // the same key as a row of k / v: key_begin + key0
-  int32_t group;             // kv head
-  int32_t seen[2];           // per warp 0 / 1 (slots 0-31 / 32-63): the most keys of the block any slot sees
+  int64_t key0;                // first key of the block inside its sequence: id * block_size
+  int64_t kv_row;              // the same key as a row of k / v: key_begin + key0
+  int32_t group;               // kv head
+  int32_t seen[2];             // per warp 0 / 1 (slots 0-31 / 32-63): the most keys of the block any slot sees
 };
 
 constexpr size_t kSmemBytes = 1024 /* alignment slack */ + kQStages * kQBytes + 2 * kKvBytes +
@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 #if defined(MSA_WGMMA_ENABLED)
   extern __shared__ __align__(16) unsigned char wgmma_smem[];  // 1024-byte alignment is made below, not assumed
   const uint32_t raw = wgmma::SharedAddress(wgmma_smem);
-  const uint32_t pad = (1024u - raw % 1024u) % 1024u;  // swizzle atoms start on 1024-byte boundaries
+  const uint32_t pad = (1024u - raw % 1024u) % 1024u;   // swizzle atoms start on 1024-byte boundaries
   const uint32_t q_smem = raw + pad;                    // [kQStages][2][64][128 B]
   const uint32_t k_smem = q_smem + kQStages * kQBytes;  // [2][128][128 B]
   const uint32_t v_smem = k_smem + kKvBytes;            // [2][128][128 B]

@@ -6,8 +6,8 @@
 
 #include "gpu/attend/q_outer_layout.h"
 #include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/common/mma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu {
 namespace {
@@ -53,15 +53,14 @@ AttendLayout Layout(const AttendGeometry& g) {
 // storage format (A fragments) and accumulates O = P V (ldmatrix.trans B fragments). The 4 warps' partial O
 // are summed in warp order (deterministic). K and V are each read once per CTA.
 template <int kLowp>
-__global__ void __launch_bounds__(kWarps * 32) QOuterAttendKernel(const uint16_t* q, const uint16_t* k,
-                                                                 const uint16_t* v, const int32_t* topk,
-                                                                 const int64_t* position, const int64_t* key_begin,
-                                                                 AttendGeometry g, float scale, AttendLayout lay,
-                                                                 int head_tiles, double* out, double* lse) {
+__global__ void __launch_bounds__(kWarps * 32)
+    QOuterAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                       const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale,
+                       AttendLayout lay, int head_tiles, double* out, double* lse) {
   constexpr uint16_t kNegInf = kLowp == kLowpBF16 ? 0xff80 : 0xfc00;
   extern __shared__ __align__(16) unsigned char attend_smem[];
-  int32_t* blocks = reinterpret_cast<int32_t*>(attend_smem);         // [top_k] selected ids, ascending
-  int32_t* prefix = blocks + g.top_k;                                // [top_k + 1] gathered keys before each
+  int32_t* blocks = reinterpret_cast<int32_t*>(attend_smem);  // [top_k] selected ids, ascending
+  int32_t* prefix = blocks + g.top_k;                         // [top_k + 1] gathered keys before each
   int32_t* shared_nb = prefix + g.top_k + 1;
   int32_t* keypos = reinterpret_cast<int32_t*>(attend_smem + lay.keypos);  // [max_keys_pad] key - key_begin
   uint16_t* qs = reinterpret_cast<uint16_t*>(attend_smem + lay.qs);        // [16][kStride]
@@ -115,7 +114,10 @@ __global__ void __launch_bounds__(kWarps * 32) QOuterAttendKernel(const uint16_t
       int lo = 0, hi = nb - 1;
       while (lo < hi) {
         const int mid = (lo + hi + 1) / 2;
-        if (prefix[mid] <= j) lo = mid; else hi = mid - 1;
+        if (prefix[mid] <= j)
+          lo = mid;
+        else
+          hi = mid - 1;
       }
       found = blocks[lo] * g.bk + (j - prefix[lo]);
     }
@@ -252,8 +254,9 @@ __global__ void __launch_bounds__(kWarps * 32) QOuterAttendKernel(const uint16_t
   for (int e = tid; e < 16 * kDimPad; e += blockDim.x) {
     const int hh = e / kDimPad, c = e % kDimPad;
     if (hh < nh && c < g.dv) {
-      const float sum = ((partial[hh * kDimPad + c] + partial[(16 + hh) * kDimPad + c]) +
-                         partial[(32 + hh) * kDimPad + c]) + partial[(48 + hh) * kDimPad + c];
+      const float sum =
+          ((partial[hh * kDimPad + c] + partial[(16 + hh) * kDimPad + c]) + partial[(32 + hh) * kDimPad + c]) +
+          partial[(48 + hh) * kDimPad + c];
       out[(t * g.hq + hbase + hh) * g.dv + c] = double(sum);
     }
   }

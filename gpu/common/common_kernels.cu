@@ -16,8 +16,10 @@ inline unsigned GridFor(int64_t n) { return unsigned((n + kThreads - 1) / kThrea
 
 __device__ double LoadWide(const void* src, int type, int64_t i) {
   switch (type) {
-    case kInF64: return static_cast<const double*>(src)[i];
-    case kInF32: return double(static_cast<const float*>(src)[i]);
+    case kInF64:
+      return static_cast<const double*>(src)[i];
+    case kInF32:
+      return double(static_cast<const float*>(src)[i]);
     case kInBF16: {
       const uint32_t bits = uint32_t(static_cast<const uint16_t*>(src)[i]) << 16;
       return double(__uint_as_float(bits));
@@ -58,8 +60,8 @@ __device__ uint8_t NarrowToE4M3(double x) {
   if (x != x) return 0x7F;
   const uint8_t sign = signbit(x) ? 0x80 : 0x00;
   const double magnitude = fabs(x);
-  if (magnitude >= 448.0) return sign | 0x7E;          // saturate: 448 is the largest finite e4m3
-  const int exponent = max(ilogb(magnitude), -6);       // ilogb(0) is FP_ILOGB0 (very negative)
+  if (magnitude >= 448.0) return sign | 0x7E;                 // saturate: 448 is the largest finite e4m3
+  const int exponent = max(ilogb(magnitude), -6);             // ilogb(0) is FP_ILOGB0 (very negative)
   const double steps = rint(ldexp(magnitude, 3 - exponent));  // exact scaling, then one round to nearest even
   return sign | uint8_t((exponent + 6) * 8 + int(steps));     // at most 126 (0x7E = 448) below 448
 }
@@ -81,8 +83,8 @@ __global__ void RoundE4M3Kernel(const void* src, int type, int64_t n, uint8_t* d
 __global__ void E4M3ToLowpKernel(const uint8_t* src, int64_t n, int lowp, uint16_t* dst) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const float value = E4M3ToFloat(src[i]);  // exact in bf16 and fp16: 4 significant bits, exponents -9..8
-    dst[i] = lowp == kLowpBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(value))
-                               : __half_as_ushort(__float2half_rn(value));
+    dst[i] =
+        lowp == kLowpBF16 ? __bfloat16_as_ushort(__float2bfloat16_rn(value)) : __half_as_ushort(__float2half_rn(value));
   }
 }
 
@@ -130,10 +132,10 @@ __global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
     const S s = scores[b];
     if (count == take) {
       if (!(s > scores[out[take - 1]])) continue;  // not better than the worst kept one
-      count = take - 1;                              // the worst drops out
+      count = take - 1;                            // the worst drops out
     }
     int64_t at = count;
-    while (at > 0 && s > scores[out[at - 1]]) {     // strictly better than the one before: move past it
+    while (at > 0 && s > scores[out[at - 1]]) {  // strictly better than the one before: move past it
       out[at] = out[at - 1];
       --at;
     }

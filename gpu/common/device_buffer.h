@@ -14,18 +14,18 @@ namespace msa::gpu {
 
 // kOutOfMemory for allocation failures, kDeviceError otherwise; the message names the call and the place.
 inline Status CudaStatus(cudaError_t error, const char* what, const char* file, int line) {
-  const std::string message = std::string("gpu: ") + what + " failed at " + file + ":" + std::to_string(line) +
-                              ": " + cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
+  const std::string message = std::string("gpu: ") + what + " failed at " + file + ":" + std::to_string(line) + ": " +
+                              cudaGetErrorName(error) + " (" + cudaGetErrorString(error) + ")";
   return Status(error == cudaErrorMemoryAllocation ? StatusCode::kOutOfMemory : StatusCode::kDeviceError, message);
 }
 
-#define MSA_CUDA_RETURN_IF_ERROR(expr)                                                  \
-  do {                                                                                  \
-    const cudaError_t msa_cuda_error_ = (expr);                                         \
-    if (msa_cuda_error_ != cudaSuccess) {                                               \
-      cudaGetLastError(); /* clear a non-sticky error so later calls start clean */     \
-      return ::msa::gpu::CudaStatus(msa_cuda_error_, #expr, __FILE__, __LINE__);       \
-    }                                                                                   \
+#define MSA_CUDA_RETURN_IF_ERROR(expr)                                              \
+  do {                                                                              \
+    const cudaError_t msa_cuda_error_ = (expr);                                     \
+    if (msa_cuda_error_ != cudaSuccess) {                                           \
+      cudaGetLastError(); /* clear a non-sticky error so later calls start clean */ \
+      return ::msa::gpu::CudaStatus(msa_cuda_error_, #expr, __FILE__, __LINE__);    \
+    }                                                                               \
   } while (false)
 
 // A device array of T, freed on destruction. Allocate returns kOutOfMemory instead of throwing.

@@ -20,20 +20,26 @@ struct Named {
   const char* name;
 };
 
-constexpr Named<IndexKernel> kIndexNames[] = {
-    {IndexKernel::kAuto, "auto"},  {IndexKernel::kExact, "exact"}, {IndexKernel::kTokenScores, "token-scores"},
-    {IndexKernel::kMeanKeys, "mean-keys"}, {IndexKernel::kMma, "mma"}, {IndexKernel::kWgmma, "wgmma"},
-    {IndexKernel::kFp8, "fp8"}};
+constexpr Named<IndexKernel> kIndexNames[] = {{IndexKernel::kAuto, "auto"},
+                                              {IndexKernel::kExact, "exact"},
+                                              {IndexKernel::kTokenScores, "token-scores"},
+                                              {IndexKernel::kMeanKeys, "mean-keys"},
+                                              {IndexKernel::kMma, "mma"},
+                                              {IndexKernel::kWgmma, "wgmma"},
+                                              {IndexKernel::kFp8, "fp8"}};
 constexpr Named<IndexBatch> kBatchNames[] = {
     {IndexBatch::kAuto, "auto"}, {IndexBatch::kPerSequence, "per-sequence"}, {IndexBatch::kBatched, "batched"}};
-constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"}, {TopKKernel::kExact, "exact"},
-                                            {TopKKernel::kInsertion, "insertion"}, {TopKKernel::kWarp, "warp"},
+constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},
+                                            {TopKKernel::kExact, "exact"},
+                                            {TopKKernel::kInsertion, "insertion"},
+                                            {TopKKernel::kWarp, "warp"},
                                             {TopKKernel::kThreshold, "threshold"}};
 constexpr Named<KvLists> kListsNames[] = {
     {KvLists::kAuto, "auto"}, {KvLists::kNone, "-"}, {KvLists::kDirect, "direct"}, {KvLists::kGeneral, "general"}};
 constexpr Named<AttendKernel> kAttendNames[] = {
-    {AttendKernel::kAuto, "auto"},       {AttendKernel::kExact, "exact"},        {AttendKernel::kGathered, "gathered"},
-    {AttendKernel::kQOuter, "q-outer"}, {AttendKernel::kKvOuter, "kv-outer"}, {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"}};
+    {AttendKernel::kAuto, "auto"},         {AttendKernel::kExact, "exact"},
+    {AttendKernel::kGathered, "gathered"}, {AttendKernel::kQOuter, "q-outer"},
+    {AttendKernel::kKvOuter, "kv-outer"},  {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"}};
 
 template <typename E, size_t N>
 const char* NameOf(const Named<E> (&names)[N], E value) {
@@ -99,23 +105,27 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
   const bool e4m3 = config.index_format == IndexFormat::kE4M3;
   const bool fp8_fits = block_max_fits && e4m3 && fits32 && BlockMaxScoresFp8Fits(di, bk, scale, caps);
   if (requested == IndexKernel::kAuto) {
-    *kernel = exact                               ? IndexKernel::kExact
+    *kernel = exact                              ? IndexKernel::kExact
               : config.pooling == Pooling::kMean ? IndexKernel::kMeanKeys
-              : fp8_fits                          ? IndexKernel::kFp8
-              : wgmma_fits                        ? IndexKernel::kWgmma
-              : block_max_fits                    ? IndexKernel::kMma
-                                                  : IndexKernel::kTokenScores;
+              : fp8_fits                         ? IndexKernel::kFp8
+              : wgmma_fits                       ? IndexKernel::kWgmma
+              : block_max_fits                   ? IndexKernel::kMma
+                                                 : IndexKernel::kTokenScores;
     return Status::Ok();
   }
   const char* value = NameOf(kIndexNames, requested);
   if (requested == IndexKernel::kExact) {
-    if (!exact) return Refuse("index", value, "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
+    if (!exact)
+      return Refuse("index", value, "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
   } else if (exact) {
     return Refuse("index", value, "precision exact takes index=exact");
   }
   const std::string block_max_rule =
       "needs max pooling, index_head_dim a multiple of 8 up to 128, block_size a multiple of 64 and index_scale > 0 "
-      "(pooling " + std::string(config.pooling == Pooling::kMax ? "max" : config.pooling == Pooling::kLse ? "lse" : "mean") +
+      "(pooling " +
+      std::string(config.pooling == Pooling::kMax   ? "max"
+                  : config.pooling == Pooling::kLse ? "lse"
+                                                    : "mean") +
       ", index_head_dim " + std::to_string(di) + ", block_size " + std::to_string(bk) + ")";
   switch (requested) {
     case IndexKernel::kTokenScores:
@@ -130,15 +140,20 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
     case IndexKernel::kWgmma:
       if (!block_max_fits) return Refuse("index", value, block_max_rule);
       if (!fits32) return Refuse("index", value, "the batch's rows or key positions exceed its 32-bit geometry");
-      if (!wgmma_fits) return Refuse("index", value, "needs an sm_90a device with 163 KiB of shared memory per block (this one: " + CapsText(caps) + ")");
+      if (!wgmma_fits)
+        return Refuse(
+            "index", value,
+            "needs an sm_90a device with 163 KiB of shared memory per block (this one: " + CapsText(caps) + ")");
       break;
     case IndexKernel::kFp8:
       if (!e4m3) return Refuse("index", value, "needs index_format e4m3");
       if (!block_max_fits) return Refuse("index", value, block_max_rule);
       if (!fits32) return Refuse("index", value, "the batch's rows or key positions exceed its 32-bit geometry");
       if (!fp8_fits) {
-        return Refuse("index", value, "needs index_head_dim a multiple of 16, scale * 2 * index_head_dim * 448^2 <= "
-                                      "FLT_MAX and an sm_90a device (this one: " + CapsText(caps) + ")");
+        return Refuse("index", value,
+                      "needs index_head_dim a multiple of 16, scale * 2 * index_head_dim * 448^2 <= "
+                      "FLT_MAX and an sm_90a device (this one: " +
+                          CapsText(caps) + ")");
       }
       break;
     default:
@@ -155,10 +170,10 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, TopKKernel req
   const bool warp_fits = RankTopKFits(config.top_k);
   const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
   if (requested == TopKKernel::kAuto) {
-    *kernel = exact                                                ? TopKKernel::kExact
-              : !warp_fits                                         ? TopKKernel::kInsertion
+    *kernel = exact                                           ? TopKKernel::kExact
+              : !warp_fits                                    ? TopKKernel::kInsertion
               : longest_row_blocks >= kThresholdTopKMinBlocks ? TopKKernel::kThreshold
-                                                                   : TopKKernel::kWarp;
+                                                              : TopKKernel::kWarp;
     return Status::Ok();
   }
   const char* value = NameOf(kTopKNames, requested);
@@ -180,9 +195,11 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
                  IndexBatch requested, IndexBatch* batch) {
   std::string why_not;
   if (index != IndexKernel::kMma && index != IndexKernel::kWgmma) {
-    why_not = "index=" + std::string(NameOf(kIndexNames, index)) + " runs per sequence (batched needs index mma or wgmma)";
+    why_not =
+        "index=" + std::string(NameOf(kIndexNames, index)) + " runs per sequence (batched needs index mma or wgmma)";
   } else if (topk != TopKKernel::kWarp && topk != TopKKernel::kThreshold) {
-    why_not = "topk=" + std::string(NameOf(kTopKNames, topk)) + " runs per sequence (batched needs topk warp or threshold)";
+    why_not =
+        "topk=" + std::string(NameOf(kTopKNames, topk)) + " runs per sequence (batched needs topk warp or threshold)";
   } else if (!IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries)) {
     why_not = "not a decode batch (at most " + std::to_string(kDecodeBatchMaxQueries) +
               " queries per sequence and 65535 sequences with queries; this one: " + std::to_string(shapes.longest_q) +
@@ -206,15 +223,15 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                   AttendKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
   const AttendGeometry g = AttendGeometryOf(config, shapes);
-  const bool kv_outer_fits = KvOuterAttendFits(g, caps) &&
-                             PlanKvOuterChunks(g, shapes.num_blocks, kChunkBudgetBytes, false).ok;
+  const bool kv_outer_fits =
+      KvOuterAttendFits(g, caps) && PlanKvOuterChunks(g, shapes.num_blocks, kChunkBudgetBytes, false).ok;
   const bool wgmma_fits = kv_outer_fits && KvOuterWgmmaFits(g, caps);
   const bool q_outer_fits = QOuterAttendFits(g, caps);
   if (requested == AttendKernel::kAuto) {
     const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(shapes.num_blocks, 1));
     constexpr int64_t kFewQueryCtas = 512;  // about 4 CTAs per SM of an H100 / H200
     const bool kv_outer_pays = queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas;
-    *kernel = exact                          ? AttendKernel::kExact
+    *kernel = exact                            ? AttendKernel::kExact
               : kv_outer_fits && kv_outer_pays ? (wgmma_fits ? AttendKernel::kKvOuterWgmma : AttendKernel::kKvOuter)
               : q_outer_fits                   ? AttendKernel::kQOuter
                                                : AttendKernel::kGathered;
@@ -222,15 +239,20 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   }
   const char* value = NameOf(kAttendNames, requested);
   if (requested == AttendKernel::kExact) {
-    if (!exact) return Refuse("attend", value, "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
+    if (!exact)
+      return Refuse("attend", value,
+                    "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
   } else if (exact) {
     return Refuse("attend", value, "precision exact takes attend=exact");
   }
-  const std::string kv_outer_rule = "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, "
-                                    "group size <= 64, top_k <= 32 and lists within 32-bit offsets";
+  const std::string kv_outer_rule =
+      "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, "
+      "group size <= 64, top_k <= 32 and lists within 32-bit offsets";
   if (requested == AttendKernel::kQOuter && !q_outer_fits) {
-    return Refuse("attend", value, "needs head_dim and value_dim multiples of 8 up to 128 and the scores of top_k * "
-                                   "block_size keys in shared memory (this device: " + CapsText(caps) + ")");
+    return Refuse("attend", value,
+                  "needs head_dim and value_dim multiples of 8 up to 128 and the scores of top_k * "
+                  "block_size keys in shared memory (this device: " +
+                      CapsText(caps) + ")");
   }
   if ((requested == AttendKernel::kKvOuter || requested == AttendKernel::kKvOuterWgmma) && !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
@@ -249,23 +271,27 @@ Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel 
   const char* value = NameOf(kListsNames, requested);
   if (!kv_outer) {
     if (requested != KvLists::kAuto && requested != KvLists::kNone) {
-      return Refuse("lists", value, "attend=" + std::string(NameOf(kAttendNames, attend)) + " builds no lists (lists "
-                                    "apply to attend kv-outer and kv-outer-wgmma)");
+      return Refuse("lists", value,
+                    "attend=" + std::string(NameOf(kAttendNames, attend)) +
+                        " builds no lists (lists "
+                        "apply to attend kv-outer and kv-outer-wgmma)");
     }
     *lists = KvLists::kNone;
     return Status::Ok();
   }
-  const bool direct_fits =
-      PlanKvOuterChunks(AttendGeometryOf(config, shapes), shapes.num_blocks, kChunkBudgetBytes,
-                        shapes.one_query_per_sequence).direct_lists;
+  const bool direct_fits = PlanKvOuterChunks(AttendGeometryOf(config, shapes), shapes.num_blocks, kChunkBudgetBytes,
+                                             shapes.one_query_per_sequence)
+                               .direct_lists;
   if (requested == KvLists::kAuto) {
     *lists = direct_fits ? KvLists::kDirect : KvLists::kGeneral;
     return Status::Ok();
   }
-  if (requested == KvLists::kNone) return Refuse("lists", value, "attend is KV-outer: it needs direct or general lists");
+  if (requested == KvLists::kNone)
+    return Refuse("lists", value, "attend is KV-outer: it needs direct or general lists");
   if (requested == KvLists::kDirect && !direct_fits) {
-    return Refuse("lists", value, "needs at most one query per sequence (this batch has a sequence of " +
-                                      std::to_string(shapes.longest_q) + " queries)");
+    return Refuse("lists", value,
+                  "needs at most one query per sequence (this batch has a sequence of " +
+                      std::to_string(shapes.longest_q) + " queries)");
   }
   *lists = requested;
   return Status::Ok();
@@ -326,12 +352,14 @@ std::string FormatAttendPlan(const KernelPlan& plan) {
 }
 
 std::string FormatKernelPlan(const KernelPlan& plan) {
-  return FormatSelectPlan(plan) + ",lists=" + NameOf(kListsNames, plan.lists) + ",attend=" +
-         NameOf(kAttendNames, plan.attend);
+  return FormatSelectPlan(plan) + ",lists=" + NameOf(kListsNames, plan.lists) +
+         ",attend=" + NameOf(kAttendNames, plan.attend);
 }
 
 std::vector<KernelPlan> AllRequestablePlans() {
-  const auto requestable = [](const char* name) { return std::string_view(name) != "auto" && std::string_view(name) != "-"; };
+  const auto requestable = [](const char* name) {
+    return std::string_view(name) != "auto" && std::string_view(name) != "-";
+  };
   std::vector<KernelPlan> plans;
   for (const auto& index : kIndexNames) {
     for (const auto& batch : kBatchNames) {
@@ -360,7 +388,8 @@ Status ParseKernelPlan(std::string_view text, KernelPlan* plan) {
     text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
     const size_t equals = item.find('=');
     if (equals == std::string_view::npos) {
-      return InvalidArgument("kernel plan: \"" + std::string(item) + "\" is not key=value (keys: index, batch, topk, "
+      return InvalidArgument("kernel plan: \"" + std::string(item) +
+                             "\" is not key=value (keys: index, batch, topk, "
                              "lists, attend)");
     }
     const std::string_view key = item.substr(0, equals), value = item.substr(equals + 1);

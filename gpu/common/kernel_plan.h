@@ -78,10 +78,10 @@ inline constexpr int64_t kChunkBudgetBytes = int64_t(2) << 30;
 struct KernelShapes {
   int64_t total_q = 0;
   int64_t sequences_with_queries = 0;
-  int64_t longest_q = 0;      // most queries of one sequence
-  int64_t last_position = 0;  // the latest key position of any query (its sequence's k_len - 1)
-  int64_t max_blocks = 0;     // ceil(longest k_len / block_size): the row stride of the block scores
-  int64_t num_blocks = 0;     // sum over the sequences of ceil(k_len / block_size)
+  int64_t longest_q = 0;               // most queries of one sequence
+  int64_t last_position = 0;           // the latest key position of any query (its sequence's k_len - 1)
+  int64_t max_blocks = 0;              // ceil(longest k_len / block_size): the row stride of the block scores
+  int64_t num_blocks = 0;              // sum over the sequences of ceil(k_len / block_size)
   bool one_query_per_sequence = true;  // every sequence has at most one query (decode)
 };
 KernelShapes ShapesOf(const Config& config, const Batch& batch);

@@ -65,7 +65,9 @@ __device__ inline void CopyAsync16(void* smem, const void* global, bool valid) {
 }
 __device__ inline void CopyAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int kPending>
-__device__ inline void CopyAsyncWait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending)); }
+__device__ inline void CopyAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
+}
 
 // Four 8x8 16-bit matrices; lane l gives the row address of matrix l / 8, row l % 8.
 __device__ inline void LoadMatrixX4(uint32_t r[4], const void* smem) {

@@ -15,8 +15,8 @@ int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t
   int64_t per_query = hidx * max_blocks * (exact ? 8 : 4);  // block scores
   if (exact) {
     if (config.pooling != Pooling::kMean) per_query += hidx * k_len * 8;  // token scores
-    per_query += hidx * int64_t(config.top_k) * config.block_size * 8;   // index_lse work
-    per_query += int64_t(config.index_head_dim) * 8;                     // partial means
+    per_query += hidx * int64_t(config.top_k) * config.block_size * 8;    // index_lse work
+    per_query += int64_t(config.index_head_dim) * 8;                      // partial means
   }
   int64_t nq = std::max<int64_t>(1, kChunkBudgetBytes / std::max<int64_t>(per_query, 1));
   nq = std::min<int64_t>(nq, (int64_t(65535) * 32) / hidx);  // grid limits of the token kernel
@@ -47,19 +47,18 @@ cudaError_t ScoreExact(const SelectArgs& a, const ChunkGeometry& g) {
     err = ExactPartialMeans(a.in.index_k_wide, g, a.ws.pmeans.get());
   }
   if (err != cudaSuccess) return err;
-  return ExactPool(int(a.config.pooling), a.ws.tokens.get(), ld, a.in.index_q_wide, a.ws.means.get(),
-                   a.ws.pmeans.get(), g, scale, /*check_tokens=*/true, a.ws.bs_double.get(), a.bad_row());
+  return ExactPool(int(a.config.pooling), a.ws.tokens.get(), ld, a.in.index_q_wide, a.ws.means.get(), a.ws.pmeans.get(),
+                   g, scale, /*check_tokens=*/true, a.ws.bs_double.get(), a.bad_row());
 }
 cudaError_t ScoreTokens(const SelectArgs& a, const ChunkGeometry& g) {
-  return LowpBlockScores(a.lowp(), int(a.config.pooling), a.in.index_q, a.in.index_k, g, a.scale(),
-                         a.ws.bs_float.get(), a.bad_row());
+  return LowpBlockScores(a.lowp(), int(a.config.pooling), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(),
+                         a.bad_row());
 }
 cudaError_t ScoreMeanKeys(const SelectArgs& a, const ChunkGeometry& g) {
   return LowpMeanScores(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row());
 }
 cudaError_t ScoreMma(const SelectArgs& a, const ChunkGeometry& g) {
-  return BlockMaxScores(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row(),
-                        a.stream);
+  return BlockMaxScores(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row(), a.stream);
 }
 cudaError_t ScoreWgmma(const SelectArgs& a, const ChunkGeometry& g) {
   return BlockMaxScoresWgmma(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row(),
@@ -73,13 +72,20 @@ cudaError_t ScoreFp8(const SelectArgs& a, const ChunkGeometry& g) {
 using ScoreFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 ScoreFn ScoreKernel(IndexKernel kernel) {
   switch (kernel) {
-    case IndexKernel::kExact: return ScoreExact;
-    case IndexKernel::kTokenScores: return ScoreTokens;
-    case IndexKernel::kMeanKeys: return ScoreMeanKeys;
-    case IndexKernel::kMma: return ScoreMma;
-    case IndexKernel::kWgmma: return ScoreWgmma;
-    case IndexKernel::kFp8: return ScoreFp8;
-    case IndexKernel::kAuto: break;
+    case IndexKernel::kExact:
+      return ScoreExact;
+    case IndexKernel::kTokenScores:
+      return ScoreTokens;
+    case IndexKernel::kMeanKeys:
+      return ScoreMeanKeys;
+    case IndexKernel::kMma:
+      return ScoreMma;
+    case IndexKernel::kWgmma:
+      return ScoreWgmma;
+    case IndexKernel::kFp8:
+      return ScoreFp8;
+    case IndexKernel::kAuto:
+      break;
   }
   return nullptr;
 }
@@ -103,11 +109,16 @@ cudaError_t RankThreshold(const SelectArgs& a, const ChunkGeometry& g) {
 using RankFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 RankFn RankKernel(TopKKernel kernel) {
   switch (kernel) {
-    case TopKKernel::kExact: return RankExact;
-    case TopKKernel::kInsertion: return RankInsertion;
-    case TopKKernel::kWarp: return RankWarp;
-    case TopKKernel::kThreshold: return RankThreshold;
-    case TopKKernel::kAuto: break;
+    case TopKKernel::kExact:
+      return RankExact;
+    case TopKKernel::kInsertion:
+      return RankInsertion;
+    case TopKKernel::kWarp:
+      return RankWarp;
+    case TopKKernel::kThreshold:
+      return RankThreshold;
+    case TopKKernel::kAuto:
+      break;
   }
   return nullptr;
 }
@@ -169,12 +180,18 @@ cudaError_t AttendKvOuterWgmma(const AttendArgs& a) {
 using AttendFn = cudaError_t (*)(const AttendArgs&);
 AttendFn AttendKernelFor(AttendKernel kernel) {
   switch (kernel) {
-    case AttendKernel::kExact: return AttendExact;
-    case AttendKernel::kGathered: return AttendGathered;
-    case AttendKernel::kQOuter: return AttendQOuter;
-    case AttendKernel::kKvOuter: return AttendKvOuter;
-    case AttendKernel::kKvOuterWgmma: return AttendKvOuterWgmma;
-    case AttendKernel::kAuto: break;
+    case AttendKernel::kExact:
+      return AttendExact;
+    case AttendKernel::kGathered:
+      return AttendGathered;
+    case AttendKernel::kQOuter:
+      return AttendQOuter;
+    case AttendKernel::kKvOuter:
+      return AttendKvOuter;
+    case AttendKernel::kKvOuterWgmma:
+      return AttendKvOuterWgmma;
+    case AttendKernel::kAuto:
+      break;
   }
   return nullptr;
 }
@@ -284,10 +301,9 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
   return Status::Ok();
 }
 
-Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan,
-                      const DeviceIndexInputs& inputs, const DeviceSelection& selection, SelectWorkspace* workspace,
-                      cudaStream_t stream, const ChunkScoresFn& on_scores, const StageHooks& hooks,
-                      const ProgressFn& progress) {
+Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan, const DeviceIndexInputs& inputs,
+                      const DeviceSelection& selection, SelectWorkspace* workspace, cudaStream_t stream,
+                      const ChunkScoresFn& on_scores, const StageHooks& hooks, const ProgressFn& progress) {
   const ScoreFn score = ScoreKernel(plan.index);
   const RankFn rank = RankKernel(plan.topk);
   if (score == nullptr) return NotPlanned("index kernel");

@@ -38,8 +38,8 @@ struct DeviceIndexInputs {
 };
 
 struct DeviceSelection {
-  int32_t* topk = nullptr;       // [Hidx, total_q, top_k]
-  double* index_lse = nullptr;   // [Hidx, total_q], or nullptr: not computed
+  int32_t* topk = nullptr;      // [Hidx, total_q, top_k]
+  double* index_lse = nullptr;  // [Hidx, total_q], or nullptr: not computed
   // flags[0]: min(t * Hidx + r) over the (query, group) rows whose index scores are not finite; flags[1]: the same
   // for score_format fp16 block scores overflowing binary16. The caller sets both to all ones (none) first.
   unsigned long long* flags = nullptr;
@@ -48,9 +48,9 @@ struct DeviceSelection {
 // The chunks of one call and their scratch (block scores, token scores, means, index_lse work, the top-k split
 // lists, the batched chunk's sequences), sized by AllocateSelectWorkspace for one (config, batch, plan).
 struct SelectWorkspace {
-  std::vector<ChunkGeometry> chunks;  // the launches in order: one batched chunk, or per-sequence chunks
+  std::vector<ChunkGeometry> chunks;       // the launches in order: one batched chunk, or per-sequence chunks
   std::vector<int64_t> sequence_of_chunk;  // per chunk: its sequence (-1: a batched chunk)
-  ChunkGeometry base;                 // the fields every chunk shares
+  ChunkGeometry base;                      // the fields every chunk shares
   DeviceBuffer<double> bs_double, tokens, means, pmeans, work;
   DeviceBuffer<float> bs_float;
   DeviceBuffer<unsigned char> topk_split_lists;
@@ -74,9 +74,9 @@ struct StageHooks {
 // Enqueues the whole index branch of `batch` (host cu_seqlens) under `plan` (concrete, from PlanKernels).
 // Preconditions: the workspace from AllocateSelectWorkspace with the same config, batch and plan; the inputs in the
 // plan's form; selection.flags initialized. on_scores, hooks, progress: optional.
-Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan,
-                      const DeviceIndexInputs& inputs, const DeviceSelection& selection, SelectWorkspace* workspace,
-                      cudaStream_t stream, const ChunkScoresFn& on_scores = {}, const StageHooks& hooks = {},
+Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan, const DeviceIndexInputs& inputs,
+                      const DeviceSelection& selection, SelectWorkspace* workspace, cudaStream_t stream,
+                      const ChunkScoresFn& on_scores = {}, const StageHooks& hooks = {},
                       const ProgressFn& progress = {});
 
 // ---- main branch ----

@@ -114,13 +114,13 @@ __device__ inline void FenceOperands(uint32_t (&a)[4]) {
 
 #define MSA_WGMMA_D64                                                                                          \
   "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, " \
-  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "   \
+  "%23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, "  \
   "%44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}"
-#define MSA_WGMMA_OUT8(i)                                                                              \
+#define MSA_WGMMA_OUT8(i)                                                                                     \
   "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), "+f"(d[i + 6]), \
       "+f"(d[i + 7])
-#define MSA_WGMMA_OUT64                                                                                 \
-  MSA_WGMMA_OUT8(0), MSA_WGMMA_OUT8(8), MSA_WGMMA_OUT8(16), MSA_WGMMA_OUT8(24), MSA_WGMMA_OUT8(32),   \
+#define MSA_WGMMA_OUT64                                                                             \
+  MSA_WGMMA_OUT8(0), MSA_WGMMA_OUT8(8), MSA_WGMMA_OUT8(16), MSA_WGMMA_OUT8(24), MSA_WGMMA_OUT8(32), \
       MSA_WGMMA_OUT8(40), MSA_WGMMA_OUT8(48), MSA_WGMMA_OUT8(56)
 
 // D[64 x 128] (+)= A[64 x 16] B[16 x 128], A and B both K-major in shared memory (descriptors), imm-trans-a =

@@ -4,8 +4,8 @@
 // Parallelism is only ever across independent rows, dots or dims; every sum keeps the reference's order.
 #include <cmath>
 
-#include "gpu/common/fp16_score.cuh"
 #include "gpu/common/device_query.h"
+#include "gpu/common/fp16_score.cuh"
 #include "gpu/exact/exact_tiling.h"
 #include "gpu/kernels.h"
 #include "gpu/topk/sorted_selection.cuh"
@@ -26,11 +26,16 @@ __device__ inline double NegInf() { return -INFINITY; }
 // stay in registers instead of a local-memory array. Same function, same operations, same bits.
 __device__ inline double Dot(const double* a, const double* b, int n) {
   switch (n) {
-    case 128: return CanonicalDot(a, b, 128);
-    case 64: return CanonicalDot(a, b, 64);
-    case 256: return CanonicalDot(a, b, 256);
-    case 32: return CanonicalDot(a, b, 32);
-    default: return CanonicalDot(a, b, n);
+    case 128:
+      return CanonicalDot(a, b, 128);
+    case 64:
+      return CanonicalDot(a, b, 64);
+    case 256:
+      return CanonicalDot(a, b, 256);
+    case 32:
+      return CanonicalDot(a, b, 32);
+    default:
+      return CanonicalDot(a, b, n);
   }
 }
 
@@ -52,9 +57,9 @@ __device__ double WarpCanonicalDot(const double* a, const double* b, int64_t n, 
 
 // Tile: tm rows x tn keys; the rows' and keys' full index vectors in shared memory (rows padded by one double
 // so a warp reading 32 keys' element d hits distinct banks). One thread per (row, key) dot at a time.
-__global__ void __launch_bounds__(kThreads) TokenScoresKernel(const double* index_q, const double* index_k,
-                                                              ChunkGeometry g, double scale, double* scratch,
-                                                              int64_t ld, int tm, int tn) {
+__global__ void __launch_bounds__(kThreads)
+    TokenScoresKernel(const double* index_q, const double* index_k, ChunkGeometry g, double scale, double* scratch,
+                      int64_t ld, int tm, int tn) {
   extern __shared__ double smem[];
   const int di = g.di, stride = di + 1;
   double* as = smem;
@@ -111,9 +116,9 @@ __device__ void RecordBad(unsigned long long* bad_row, const ChunkGeometry& g, i
 // One warp per (chunk row, block). Max: the first maximum in ascending key order (std::max_element).
 // Lse: that max m, then l = sum exp(x - m) in ascending key order (lane 0 adds the lanes' terms in order),
 // m + log(l). Mean: the canonical dot of the index query with the block's mean key.
-__global__ void PoolKernel(int pooling, const double* scratch, int64_t ld, const double* index_q,
-                           const double* means, const double* pmeans, ChunkGeometry g, double scale,
-                           bool check_tokens, int64_t num_blocks, double* bs, unsigned long long* bad_row) {
+__global__ void PoolKernel(int pooling, const double* scratch, int64_t ld, const double* index_q, const double* means,
+                           const double* pmeans, ChunkGeometry g, double scale, bool check_tokens, int64_t num_blocks,
+                           double* bs, unsigned long long* bad_row) {
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t rows = g.nq * g.hidx;
@@ -181,7 +186,10 @@ __device__ int GatheredBlock(int64_t j, const int64_t* prefix, int nb) {
   int lo = 0, hi = nb - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= j) lo = mid; else hi = mid - 1;
+    if (prefix[mid] <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo;
 }
@@ -201,9 +209,9 @@ __device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* 
 __global__ void IndexLseKernel(const double* index_q, const double* index_k, const int32_t* topk, ChunkGeometry g,
                                double scale, int score_format, double* work, double* index_lse) {
   extern __shared__ int64_t ismem[];
-  int64_t* prefix = ismem;                                             // [top_k + 1]
+  int64_t* prefix = ismem;                                               // [top_k + 1]
   double* block_terms = reinterpret_cast<double*>(ismem + g.top_k + 1);  // [top_k]: fp16: M[b], then l_b
-  int32_t* blocks = reinterpret_cast<int32_t*>(block_terms + g.top_k);  // [top_k]
+  int32_t* blocks = reinterpret_cast<int32_t*>(block_terms + g.top_k);   // [top_k]
   __shared__ int nb_shared;
   __shared__ double m_shared;
   const int64_t row = blockIdx.x;
@@ -262,26 +270,24 @@ __global__ void IndexLseKernel(const double* index_q, const double* index_k, con
 
 // ---- main branch ----
 
-
 // docs:begin gpu-exact-attend One block per (query, group, chunk of hg heads). Pass 1 finds each head's max
 // score over the gathered keys (a max is order-free). Pass 2 recomputes the scores tile by tile in ascending
 // key position, p = exp(s - m), and each (head, dim) thread adds p * v in that order, exactly as the
 // reference's AttendRow; the thread of dim 0 also sums l.
-__global__ void __launch_bounds__(kThreads) ExactAttendKernel(const double* q, const double* k, const double* v,
-                                                              const int32_t* topk, const int64_t* position,
-                                                              const int64_t* key_begin, AttendGeometry g,
-                                                              double scale, double* out, double* lse, int hg,
-                                                              int tk, int head_chunks) {
+__global__ void __launch_bounds__(kThreads)
+    ExactAttendKernel(const double* q, const double* k, const double* v, const int32_t* topk, const int64_t* position,
+                      const int64_t* key_begin, AttendGeometry g, double scale, double* out, double* lse, int hg,
+                      int tk, int head_chunks) {
   extern __shared__ double smem[];
   const int d = g.d, dv = g.dv, group = g.hq / g.hkv;
-  double* qs = smem;                                     // [hg][d]
-  double* ks = qs + int64_t(hg) * d;                     // [tk][d + 1]
-  double* vs = ks + int64_t(tk) * (d + 1);               // [tk][dv]
-  double* ps = vs + int64_t(tk) * dv;                    // [hg][tk]
-  double* ms = ps + int64_t(hg) * tk;                    // [hg]
-  double* ls = ms + hg;                                  // [hg]
-  int64_t* keypos = reinterpret_cast<int64_t*>(ls + hg);  // [tk]
-  int64_t* prefix = keypos + tk;                         // [top_k + 1]
+  double* qs = smem;                                                   // [hg][d]
+  double* ks = qs + int64_t(hg) * d;                                   // [tk][d + 1]
+  double* vs = ks + int64_t(tk) * (d + 1);                             // [tk][dv]
+  double* ps = vs + int64_t(tk) * dv;                                  // [hg][tk]
+  double* ms = ps + int64_t(hg) * tk;                                  // [hg]
+  double* ls = ms + hg;                                                // [hg]
+  int64_t* keypos = reinterpret_cast<int64_t*>(ls + hg);               // [tk]
+  int64_t* prefix = keypos + tk;                                       // [top_k + 1]
   int32_t* blocks = reinterpret_cast<int32_t*>(prefix + g.top_k + 1);  // [top_k]
   __shared__ int nb_shared;
 
@@ -399,9 +405,7 @@ __global__ void __launch_bounds__(kThreads) ExactAttendKernel(const double* q, c
 }
 // docs:end gpu-exact-attend
 
-
 }  // namespace
-
 
 cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const ChunkGeometry& g, double scale,
                              double* scratch, int64_t ld) {
@@ -409,8 +413,8 @@ cudaError_t ExactTokenScores(const double* index_q, const double* index_k, const
   if (rows <= 0) return cudaSuccess;
   const exact::TokenPlan plan = exact::PlanTokens(g.di, size_t(CurrentDeviceCaps().max_shared_bytes));
   if (plan.tm == 0) return cudaErrorInvalidConfiguration;
-  cudaError_t err = cudaFuncSetAttribute(TokenScoresKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(plan.smem));
+  cudaError_t err =
+      cudaFuncSetAttribute(TokenScoresKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem));
   if (err != cudaSuccess) return err;
   const dim3 grid(unsigned((g.pos0 + g.nq + plan.tn - 1) / plan.tn), unsigned((rows + plan.tm - 1) / plan.tm));
   TokenScoresKernel<<<grid, kThreads, plan.smem>>>(index_q, index_k, g, scale, scratch, ld, plan.tm, plan.tn);
@@ -457,20 +461,20 @@ cudaError_t ExactIndexLse(const double* index_q, const double* index_k, const in
   return cudaGetLastError();
 }
 
-cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk,
-                        const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, double scale,
-                        double* out, double* lse) {
+cudaError_t ExactAttend(const double* q, const double* k, const double* v, const int32_t* topk, const int64_t* position,
+                        const int64_t* key_begin, const AttendGeometry& g, double scale, double* out, double* lse) {
   if (g.total_q <= 0) return cudaSuccess;
   const int group = g.hq / g.hkv;
-  const exact::AttendPlan plan = exact::PlanAttend(g.d, g.dv, group, g.top_k, size_t(CurrentDeviceCaps().max_shared_bytes));
+  const exact::AttendPlan plan =
+      exact::PlanAttend(g.d, g.dv, group, g.top_k, size_t(CurrentDeviceCaps().max_shared_bytes));
   if (plan.tk == 0) return cudaErrorInvalidConfiguration;
-  cudaError_t err = cudaFuncSetAttribute(ExactAttendKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         int(plan.smem));
+  cudaError_t err =
+      cudaFuncSetAttribute(ExactAttendKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(plan.smem));
   if (err != cudaSuccess) return err;
   const int head_chunks = (group + plan.hg - 1) / plan.hg;
   const int64_t blocks = g.total_q * g.hkv * head_chunks;
-  ExactAttendKernel<<<unsigned(blocks), kThreads, plan.smem>>>(q, k, v, topk, position, key_begin, g, scale, out,
-                                                               lse, plan.hg, plan.tk, head_chunks);
+  ExactAttendKernel<<<unsigned(blocks), kThreads, plan.smem>>>(q, k, v, topk, position, key_begin, g, scale, out, lse,
+                                                               plan.hg, plan.tk, head_chunks);
   return cudaGetLastError();
 }
 

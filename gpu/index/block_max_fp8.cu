@@ -1,7 +1,7 @@
 // Index branch block maxima on e4m3 (fp8) inputs with Hopper warpgroup MMA (sm_90a): BlockMaxScoresWgmma's
-// contract (gpu/index/block_max_wgmma.cu: entries written, causal clamp, bad rows, grid plan) on index_q / index_k stored
-// as OCP E4M3FN bytes, at twice the bf16 tensor-core rate. Not the same bits as the bf16 kernels: Hopper's fp8 MMA
-// adds with less than fp32 precision (kFp8IndexRelBound in gpu/common/geometry.h states the bound; the measured
+// contract (gpu/index/block_max_wgmma.cu: entries written, causal clamp, bad rows, grid plan) on index_q / index_k
+// stored as OCP E4M3FN bytes, at twice the bf16 tensor-core rate. Not the same bits as the bf16 kernels: Hopper's fp8
+// MMA adds with less than fp32 precision (kFp8IndexRelBound in gpu/common/geometry.h states the bound; the measured
 // errors are in docs/gpu-kernels.md).
 //
 // docs:begin gpu-block-max-fp8
@@ -34,14 +34,13 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/index/block_max_wgmma.cuh"
 #include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/common/wgmma.cuh"
+#include "gpu/index/block_max_wgmma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu {
 namespace {
-
 
 // The reduction of this kernel: per row one running block max, NaN sticky (max.NaN), which carries any
 // non-finite score into a written block max (no second chain: see "bad rows" above).
@@ -72,7 +71,7 @@ struct NanMaxFold {
 
   __device__ __forceinline__ static float Max(float a, float b) { return block_max::MaxNaN(a, b); }
   __device__ __forceinline__ bool NonFiniteSeen(int, float) const { return false; }  // a written max says it
-#endif  // MSA_WGMMA_ENABLED
+#endif                                                                               // MSA_WGMMA_ENABLED
 };
 
 // e4m3 operands: 4 k32 steps over the padded dims, query rows of 144 bytes (ldmatrix .b16 conflict-free: the 8-bit
@@ -112,8 +111,8 @@ cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, co
   constexpr int64_t kInt32Max = 2147483647;
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) return cudaErrorNotSupported;
   // A batched chunk: cudaErrorNotSupported (E4M3Operands::kBatchedChunks is false).
-  return block_max::LaunchBlockMax<E4M3Operands>(BlockMaxFp8Kernel<1>, BlockMaxFp8Kernel<2>, index_q, index_k, g,
-                                                 scale, bs, bad_row, stream);
+  return block_max::LaunchBlockMax<E4M3Operands>(BlockMaxFp8Kernel<1>, BlockMaxFp8Kernel<2>, index_q, index_k, g, scale,
+                                                 bs, bad_row, stream);
 }
 
 }  // namespace msa::gpu

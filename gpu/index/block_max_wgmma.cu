@@ -44,10 +44,10 @@
 #include <cmath>
 #include <cstdint>
 
-#include "gpu/index/block_max_wgmma.cuh"
 #include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/common/wgmma.cuh"
+#include "gpu/index/block_max_wgmma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu {
 namespace {
@@ -117,9 +117,8 @@ __global__ void __launch_bounds__(kWgs * 128, 1)
 template <int kLowp>
 cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
                              float* bs, unsigned long long* bad_row, cudaStream_t stream) {
-  return block_max::LaunchBlockMax<Lowp16Operands<kLowp>>(BlockMaxWgmmaKernel<kLowp, 1>,
-                                                          BlockMaxWgmmaKernel<kLowp, 2>, index_q, index_k, g, scale,
-                                                          bs, bad_row, stream);
+  return block_max::LaunchBlockMax<Lowp16Operands<kLowp>>(BlockMaxWgmmaKernel<kLowp, 1>, BlockMaxWgmmaKernel<kLowp, 2>,
+                                                          index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace

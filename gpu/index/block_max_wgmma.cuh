@@ -1,9 +1,9 @@
 // The index branch's block maxima on Hopper warpgroup MMA (sm_90a), shared by BlockMaxWgmmaKernel (bf16 / fp16,
-// gpu/index/block_max_wgmma.cu) and BlockMaxFp8Kernel (e4m3, gpu/index/block_max_fp8.cu): one CTA's work (BlockMaxCta: the
-// grid and row setup, the cp.async ring of key tiles, the query rows in registers, two accumulator sets with the
+// gpu/index/block_max_wgmma.cu) and BlockMaxFp8Kernel (e4m3, gpu/index/block_max_fp8.cu): one CTA's work (BlockMaxCta:
+// the grid and row setup, the cp.async ring of key tiles, the query rows in registers, two accumulator sets with the
 // reduction of tile i overlapping the wgmma of tile i + 1, the block epilogue, the bad-row report) and the launcher
-// (LaunchBlockMax). gpu/index/block_max_wgmma.cu describes the structure and the pipeline; the two kernels differ only in
-// their operand policy `Ops`:
+// (LaunchBlockMax). gpu/index/block_max_wgmma.cu describes the structure and the pipeline; the two kernels differ only
+// in their operand policy `Ops`:
 //   Element        the stored index element: uint16_t (bf16 / fp16) or uint8_t (e4m3)
 //   kStepK         elements of one wgmma k-step (16 or 32: 32 bytes either way)
 //   kQStride       elements per query row in shared memory (the padded row of kDiPad elements plus 16 bytes, so
@@ -25,15 +25,15 @@
 #include <cstdint>
 
 #include "gpu/common/chunk.cuh"
-#include "gpu/kernels.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/wgmma.cuh"
+#include "gpu/kernels.h"
 
 namespace msa::gpu::block_max {
 
-constexpr int kDiPad = 128;         // index dims are zero-padded to this
-constexpr int kTileKeys = 128;      // keys per pipeline stage: the wgmma N
-constexpr int kHalfKeys = 64;       // block_size granularity (block_size % 64 == 0 in both kernels' Fits)
+constexpr int kDiPad = 128;     // index dims are zero-padded to this
+constexpr int kTileKeys = 128;  // keys per pipeline stage: the wgmma N
+constexpr int kHalfKeys = 64;   // block_size granularity (block_size % 64 == 0 in both kernels' Fits)
 constexpr int kStages = 4;
 constexpr uint32_t kRowBytes = 128;                         // one swizzled row of a key-tile column block
 constexpr uint32_t kColBlockBytes = kTileKeys * kRowBytes;  // one column block of a key tile: 16 KiB
@@ -47,11 +47,11 @@ template <class Ops>
 struct Layout {
   using Element = typename Ops::Element;
   static constexpr int kChunkElems = kChunkBytes / int(sizeof(Element));  // elements per 16-byte chunk: 8 | 16
-  static constexpr int kPaddedChunks = kDiPad / kChunkElems;  // chunks of a padded index vector: 16 | 8
-  static constexpr int kColBlocks = kPaddedChunks / 8;        // 128-byte column blocks of a key: 2 | 1
-  static constexpr uint32_t kStageBytes = kColBlocks * kColBlockBytes;  // one key tile: 32 | 16 KiB
-  static constexpr int kKSteps = kDiPad / Ops::kStepK;                  // wgmma k-steps over the padded dims
-  static constexpr uint32_t kStepBytes = Ops::kStepK * sizeof(Element);  // along a swizzled row: 32
+  static constexpr int kPaddedChunks = kDiPad / kChunkElems;              // chunks of a padded index vector: 16 | 8
+  static constexpr int kColBlocks = kPaddedChunks / 8;                    // 128-byte column blocks of a key: 2 | 1
+  static constexpr uint32_t kStageBytes = kColBlocks * kColBlockBytes;    // one key tile: 32 | 16 KiB
+  static constexpr int kKSteps = kDiPad / Ops::kStepK;                    // wgmma k-steps over the padded dims
+  static constexpr uint32_t kStepBytes = Ops::kStepK * sizeof(Element);   // along a swizzled row: 32
   static constexpr int kStepsPerColBlock = int(kRowBytes / kStepBytes);
   static_assert(kStepBytes == 32 && kColBlocks * 8 == kPaddedChunks, "a k-step is 32 bytes of a 128-byte row");
   static_assert(Ops::kQStride * sizeof(Element) % kChunkBytes == 0 && Ops::kQStride >= kDiPad,
@@ -117,7 +117,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   constexpr int kQStride = Ops::kQStride;
   constexpr int kThreads = kWgs * 128;
   constexpr int kCtaRows = kWgs * 64;
-  constexpr int kKeysPerPass = kThreads / L::kPaddedChunks;  // key rows one pass of a tile load covers
+  constexpr int kKeysPerPass = kThreads / L::kPaddedChunks;        // key rows one pass of a tile load covers
   extern __shared__ __align__(16) unsigned char block_max_smem[];  // 1024-byte alignment made below
   const uint32_t raw = wgmma::SharedAddress(block_max_smem);
   const uint32_t pad = (1024u - raw % 1024u) % 1024u;
@@ -208,7 +208,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
 
   // S(tile) into `acc`: k-step kk covers dims kStepK kk .. kStepK (kk + 1) - 1: column block kk / 4, 32 bytes per
   // step inside it.
-  const auto issue = [&](float (&acc)[64], int tile) {
+  const auto issue = [&](float(&acc)[64], int tile) {
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc[i] = 0.0f;
     const uint64_t desc = wgmma::MakeDescriptor(k_smem + uint32_t(tile % kStages) * L::kStageBytes, 16, kAtomBytes);
@@ -216,8 +216,8 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
 #pragma unroll
     for (int kk = 0; kk < L::kKSteps; ++kk) {
       Ops::Mma(acc, a[kk],
-               wgmma::AdvanceDescriptor(desc, (kk / L::kStepsPerColBlock) * kColBlockBytes +
-                                                  (kk % L::kStepsPerColBlock) * L::kStepBytes));
+               wgmma::AdvanceDescriptor(
+                   desc, (kk / L::kStepsPerColBlock) * kColBlockBytes + (kk % L::kStepsPerColBlock) * L::kStepBytes));
     }
     wgmma::CommitGroup();
   };
@@ -240,7 +240,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     ++blk;
     blk_end_key += bk;
   };
-  const auto reduce = [&](const float (&acc)[64], int tile) {
+  const auto reduce = [&](const float(&acc)[64], int tile) {
     const int key0 = key_first + tile * kTileKeys;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -248,8 +248,10 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
       if (kh >= key_end) break;  // uniform: past the CTA's key range (zero-filled keys)
       if (kh + kHalfKeys - 1 <= warp_min_pos) {
         const int lim[2] = {kHalfKeys, kHalfKeys};
-        if (half == 0) st.fold.template FoldHalf<0, false>(acc, lim, tig);
-        else st.fold.template FoldHalf<1, false>(acc, lim, tig);
+        if (half == 0)
+          st.fold.template FoldHalf<0, false>(acc, lim, tig);
+        else
+          st.fold.template FoldHalf<1, false>(acc, lim, tig);
       } else {
         int lim[2];
 #pragma unroll
@@ -257,8 +259,10 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
           const int d = st.pos[h] - kh;  // pos >= -1 and kh >= 0: no overflow
           lim[h] = d < -1 ? -1 : (d > kHalfKeys ? kHalfKeys : d);
         }
-        if (half == 0) st.fold.template FoldHalf<0, true>(acc, lim, tig);
-        else st.fold.template FoldHalf<1, true>(acc, lim, tig);
+        if (half == 0)
+          st.fold.template FoldHalf<0, true>(acc, lim, tig);
+        else
+          st.fold.template FoldHalf<1, true>(acc, lim, tig);
       }
       if (kh + kHalfKeys >= blk_end_key || kh + kHalfKeys >= key_end) finish_block();
     }

@@ -6,8 +6,8 @@
 
 #include "gpu/common/chunk.cuh"
 #include "gpu/common/device_query.h"
-#include "gpu/kernels.h"
 #include "gpu/common/mma.cuh"
+#include "gpu/kernels.h"
 #include "gpu/topk/rank_row.cuh"
 
 namespace msa::gpu {
@@ -20,12 +20,13 @@ using mma::kFullMask;
 using mma::LoadMatrixX4;
 using mma::Mma16816;
 
-constexpr int kDiPad = 128;               // index dims are zero-padded to this
-constexpr int kSmemStride = kDiPad + 8;   // halves per smem row: 272 bytes, ldmatrix conflict-free
-constexpr int kKeyTile = 64;              // keys per pipeline stage
+constexpr int kDiPad = 128;              // index dims are zero-padded to this
+constexpr int kSmemStride = kDiPad + 8;  // halves per smem row: 272 bytes, ldmatrix conflict-free
+constexpr int kKeyTile = 64;             // keys per pipeline stage
 constexpr int kStages = 3;
 constexpr int kWarps = 4;
-static_assert(kDiPad == kBlockMaxDiPad && kKeyTile == kBlockMaxKeyTile, "BlockMaxScoresFits (gpu/common/kernel_fits.h)");
+static_assert(kDiPad == kBlockMaxDiPad && kKeyTile == kBlockMaxKeyTile,
+              "BlockMaxScoresFits (gpu/common/kernel_fits.h)");
 
 // docs:begin gpu-block-max BlockMaxScores: the index branch as a GEMM of the chunk's rows [rows, Di] (row
 // (t - t0) * Hidx + r is one index query) against index_k [keys, Di], reduced on the fly. A CTA of 4 warps
@@ -40,18 +41,17 @@ static_assert(kDiPad == kBlockMaxDiPad && kKeyTile == kBlockMaxKeyTile, "BlockMa
 // [blockIdx.y * blocks_per_cta, ...), so short row counts (decode) still fill the machine. A batched chunk: the CTA
 // works on sequence blockIdx.z (EnterSequence), its rows at their offset in the block-score buffer.
 template <int kLowp, int kMTiles>
-__global__ void __launch_bounds__(kWarps * 32) BlockMaxScoresKernel(const uint16_t* index_q, const uint16_t* index_k,
-                                                                   ChunkGeometry g, float scale,
-                                                                   int64_t blocks_per_cta, float* bs,
-                                                                   unsigned long long* bad_row) {
+__global__ void __launch_bounds__(kWarps * 32)
+    BlockMaxScoresKernel(const uint16_t* index_q, const uint16_t* index_k, ChunkGeometry g, float scale,
+                         int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
   constexpr int kCtaRows = kWarps * kMTiles * 16;
   extern __shared__ __align__(16) uint16_t block_max_smem[];
-  uint16_t* ks = block_max_smem;                       // [kStages][kKeyTile][kSmemStride]
+  uint16_t* ks = block_max_smem;                         // [kStages][kKeyTile][kSmemStride]
   uint16_t* qs = ks + kStages * kKeyTile * kSmemStride;  // [kCtaRows][kSmemStride]
   bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
   const int64_t rows = g.nq * g.hidx;
   const int64_t tiles_x = (rows + kCtaRows - 1) / kCtaRows;
-  if (blockIdx.x >= tiles_x) return;  // past a shorter sequence's rows (batched chunks)
+  if (blockIdx.x >= tiles_x) return;                           // past a shorter sequence's rows (batched chunks)
   const int64_t row0 = (tiles_x - 1 - blockIdx.x) * kCtaRows;  // the longest rows (latest queries) first
   const int64_t row_last = (row0 + kCtaRows < rows ? row0 + kCtaRows : rows) - 1;
   const int64_t min_pos = g.pos0 + row0 / g.hidx, max_pos = g.pos0 + row_last / g.hidx;
@@ -234,10 +234,10 @@ __device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeomet
 }
 
 // docs:begin gpu-rank-topk RankTopK: one warp per chunk row. Lane j scans the candidates init_end + j,
-// init_end + j + 32, ... (coalesced; the candidates [init_end, local_begin) of gpu/topk/rank_row.cuh) and keeps its best
-// kCap keys sorted in registers (an unrolled insertion: the array is indexed only by constants). Then `take` rounds
-// of a warp-wide max pick the next best key (PopWarpMax); the lane holding it shifts its list. Keys are unique (ids
-// differ), so exactly one lane pops per round, and the order is exactly the serial one (score desc, id asc). The
+// init_end + j + 32, ... (coalesced; the candidates [init_end, local_begin) of gpu/topk/rank_row.cuh) and keeps its
+// best kCap keys sorted in registers (an unrolled insertion: the array is indexed only by constants). Then `take`
+// rounds of a warp-wide max pick the next best key (PopWarpMax); the lane holding it shifts its list. Keys are unique
+// (ids differ), so exactly one lane pops per round, and the order is exactly the serial one (score desc, id asc). The
 // forced blocks and -1 padding follow (WriteForcedTail). A batched chunk: blockIdx.y is the sequence
 // (EnterSequence), its rows at their offset in the block scores.
 template <int kCap>
@@ -338,7 +338,7 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   const int64_t rows = g.nq * g.hidx;
-  if (warp / splits >= rows) return;  // whole warps
+  if (warp / splits >= rows) return;                                    // whole warps
   const int64_t row = rows - 1 - warp / splits, split = warp % splits;  // the longest rows (latest queries) first
   const RankRow<float> p = PlaceRankRow(bs, g, topk, row);
   const ForcedBlocks& f = p.forced;
@@ -452,7 +452,6 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cud
   }
   return cudaGetLastError();
 }
-
 
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
   if (max_rows <= 0 || top_k <= 0) return 0;

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "gpu/common/fp16_score.cuh"
-#include "gpu/kernels.h"
 #include "gpu/common/mma.cuh"
+#include "gpu/kernels.h"
 #include "gpu/topk/sorted_selection.cuh"
 
 namespace msa::gpu {
@@ -22,10 +22,14 @@ using mma::ToFloat;
 // A score as a plain same-precision evaluation materializes it: R(R(dot) * scale), R = the storage format
 // (oracle/naive_lowp.h). Rounding at the yardstick's points keeps this kernel's error tracking it.
 template <int kLowp>
-__device__ inline float Round16(float x) { return ToFloat<kLowp>(FromFloat<kLowp>(x)); }
+__device__ inline float Round16(float x) {
+  return ToFloat<kLowp>(FromFloat<kLowp>(x));
+}
 
 template <int kLowp>
-__device__ inline float Score(float dot, float scale) { return Round16<kLowp>(Round16<kLowp>(dot) * scale); }
+__device__ inline float Score(float dot, float scale) {
+  return Round16<kLowp>(Round16<kLowp>(dot) * scale);
+}
 
 // D = A * B + D for one 16x8x16 tile (fragments as in gpu/common/mma.cuh).
 template <int kLowp>
@@ -61,7 +65,7 @@ __device__ void RecordBad(unsigned long long* bad_row, const ChunkGeometry& g, i
   atomicMin(bad_row, static_cast<unsigned long long>(t * g.hidx + r));
 }
 
-constexpr int kIndexRows = 64;     // rows per block: 4 warps x 16
+constexpr int kIndexRows = 64;  // rows per block: 4 warps x 16
 constexpr int kIndexBlocksPerCta = 8;
 
 // docs:begin gpu-lowp-index Block scores on tensor cores: a block of 4 warps holds 64 chunk rows' index
@@ -70,13 +74,13 @@ constexpr int kIndexBlocksPerCta = 8;
 // block or past the row's position are masked (the causal clamp of the local block). Token scores stay fp32,
 // unrounded: ranking on the most accurate scores keeps near-tie flips rare (a selection is judged with tau).
 template <int kLowp>
-__global__ void __launch_bounds__(128) BlockScoresKernel(const uint16_t* index_q, const uint16_t* index_k,
-                                                        ChunkGeometry g, int pooling, float scale, int dpad,
-                                                        float* bs, unsigned long long* bad_row) {
+__global__ void __launch_bounds__(128)
+    BlockScoresKernel(const uint16_t* index_q, const uint16_t* index_k, ChunkGeometry g, int pooling, float scale,
+                      int dpad, float* bs, unsigned long long* bad_row) {
   extern __shared__ uint16_t index_smem[];
   const int stride = dpad + 8;
-  uint16_t* qs = index_smem;                  // [64][stride]
-  uint16_t* ks = qs + kIndexRows * stride;    // [16][stride]
+  uint16_t* qs = index_smem;                // [64][stride]
+  uint16_t* ks = qs + kIndexRows * stride;  // [16][stride]
   const int64_t rows = g.nq * g.hidx;
   const int64_t row0 = int64_t(blockIdx.x) * kIndexRows;
   const int64_t row_last = (row0 + kIndexRows < rows ? row0 + kIndexRows : rows) - 1;
@@ -128,12 +132,18 @@ __global__ void __launch_bounds__(128) BlockScoresKernel(const uint16_t* index_q
           if (key < key_end && key <= pos_a) {
             const float s = c[nt][e] * scale;
             if (!isfinite(s)) bad = true;
-            if (pooling == kPoolMax) m_a = s > m_a ? s : m_a; else LseAdd(m_a, l_a, s);
+            if (pooling == kPoolMax)
+              m_a = s > m_a ? s : m_a;
+            else
+              LseAdd(m_a, l_a, s);
           }
           if (key < key_end && key <= pos_b) {
             const float s = c[nt][2 + e] * scale;
             if (!isfinite(s)) bad = true;
-            if (pooling == kPoolMax) m_b = s > m_b ? s : m_b; else LseAdd(m_b, l_b, s);
+            if (pooling == kPoolMax)
+              m_b = s > m_b ? s : m_b;
+            else
+              LseAdd(m_b, l_b, s);
           }
         }
       }
@@ -241,7 +251,10 @@ __device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* 
   int lo = 0, hi = nb - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= j) lo = mid; else hi = mid - 1;
+    if (prefix[mid] <= j)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return int64_t(blocks[lo]) * bk + (j - prefix[lo]);
 }
@@ -261,10 +274,10 @@ size_t AttendSmemBytes(int top_k, int dpad, int dvpad) {
 // Normalizing P before the P V product (rather than rescaling O at the end) puts this kernel's roundings where
 // the oracle's yardstick has them, so its error tracks the yardstick's even on tiny problems.
 template <int kLowp, int kDvTiles>
-__global__ void __launch_bounds__(32) AttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                                   const int32_t* topk, const int64_t* position,
-                                                   const int64_t* key_begin, AttendGeometry g, float scale,
-                                                   double* out, double* lse, int dpad, int dvpad, int head_tiles) {
+__global__ void __launch_bounds__(32)
+    AttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk, const int64_t* position,
+                 const int64_t* key_begin, AttendGeometry g, float scale, double* out, double* lse, int dpad, int dvpad,
+                 int head_tiles) {
   extern __shared__ __align__(16) unsigned char attend_smem[];
   int64_t* prefix = reinterpret_cast<int64_t*>(attend_smem);  // [top_k + 1]
   int64_t* keypos = prefix + g.top_k + 1;                     // [16]
@@ -287,7 +300,8 @@ __global__ void __launch_bounds__(32) AttendKernel(const uint16_t* q, const uint
   const int nh = group - ht * 16 < 16 ? group - ht * 16 : 16;
   const int64_t pos = position[t], kb = key_begin[t];
   int nb = 0;
-  if (lane == 0) nb = SortedSelection(topk + (int64_t(r) * g.total_q + t) * g.top_k, g.top_k, g.bk, pos, blocks, prefix);
+  if (lane == 0)
+    nb = SortedSelection(topk + (int64_t(r) * g.total_q + t) * g.top_k, g.top_k, g.bk, pos, blocks, prefix);
   nb = __shfl_sync(kFullMask, nb, 0);
   for (int e = lane; e < 16 * dpad; e += 32) {
     const int hh = e / dpad, dd = e % dpad;
@@ -398,8 +412,8 @@ __global__ void __launch_bounds__(32) AttendKernel(const uint16_t* q, const uint
         p[nt][2 + e] = s[nt][2 + e] == -INFINITY ? 0.0f : expf(s[nt][2 + e] - m_b) / l_b;
       }
     }
-    const uint32_t pa[4] = {Pack<kLowp>(p[0][0], p[0][1]), Pack<kLowp>(p[0][2], p[0][3]),
-                            Pack<kLowp>(p[1][0], p[1][1]), Pack<kLowp>(p[1][2], p[1][3])};
+    const uint32_t pa[4] = {Pack<kLowp>(p[0][0], p[0][1]), Pack<kLowp>(p[0][2], p[0][3]), Pack<kLowp>(p[1][0], p[1][1]),
+                            Pack<kLowp>(p[1][2], p[1][3])};
 #pragma unroll
     for (int i = 0; i < kDvTiles; ++i) {
       if (i < dv_tiles) {
@@ -455,8 +469,8 @@ cudaError_t LaunchAttend(const uint16_t* q, const uint16_t* k, const uint16_t* v
   }
   const int group = g.hq / g.hkv, head_tiles = (group + 15) / 16;
   const int64_t blocks = g.total_q * g.hkv * head_tiles;
-  AttendKernel<kLowp, kDvTiles><<<unsigned(blocks), 32, smem>>>(q, k, v, topk, position, key_begin, g, scale, out,
-                                                                 lse, dpad, dvpad, head_tiles);
+  AttendKernel<kLowp, kDvTiles>
+      <<<unsigned(blocks), 32, smem>>>(q, k, v, topk, position, key_begin, g, scale, out, lse, dpad, dvpad, head_tiles);
   return cudaGetLastError();
 }
 
@@ -508,8 +522,8 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 }
 
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                       const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                       double* out, double* lse) {
+                           const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
+                           double* out, double* lse) {
   if (g.total_q <= 0) return cudaSuccess;
   if (lowp == kLowpBF16) return AttendFor<kLowpBF16>(q, k, v, topk, position, key_begin, g, scale, out, lse);
   return AttendFor<kLowpF16>(q, k, v, topk, position, key_begin, g, scale, out, lse);

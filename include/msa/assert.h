@@ -6,13 +6,12 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define MSA_ASSERT(condition)                                                              \
-  do {                                                                                     \
-    if (!(condition)) {                                                                    \
-      std::fprintf(stderr, "%s:%d: internal invariant failed: %s\n", __FILE__, __LINE__, \
-                   #condition);                                                            \
-      std::abort();                                                                        \
-    }                                                                                      \
+#define MSA_ASSERT(condition)                                                                         \
+  do {                                                                                                \
+    if (!(condition)) {                                                                               \
+      std::fprintf(stderr, "%s:%d: internal invariant failed: %s\n", __FILE__, __LINE__, #condition); \
+      std::abort();                                                                                   \
+    }                                                                                                 \
   } while (false)
 
 #endif  // MSA_ASSERT_H_

@@ -66,15 +66,15 @@ double RoundToE4M3(double x);
 double RoundToBinary16(double x);
 
 struct Config {
-  int num_q_heads = 64;     // Hq
-  int num_kv_heads = 4;     // Hkv == Hidx: one index-query head per GQA group
-  int head_dim = 128;       // D, of q and k
-  int value_dim = 128;      // Dv
-  int index_head_dim = 128; // Di, of index_q and index_k
-  int block_size = 128;     // Bk, keys per block
-  int top_k = 16;           // selected blocks per (query, group), forced blocks included
-  int init_blocks = 0;      // "sink" blocks 0..init_blocks-1 always selected (M3: 0)
-  int local_blocks = 1;     // the last local_blocks visible blocks always selected, the local block last (M3: 1)
+  int num_q_heads = 64;      // Hq
+  int num_kv_heads = 4;      // Hkv == Hidx: one index-query head per GQA group
+  int head_dim = 128;        // D, of q and k
+  int value_dim = 128;       // Dv
+  int index_head_dim = 128;  // Di, of index_q and index_k
+  int block_size = 128;      // Bk, keys per block
+  int top_k = 16;            // selected blocks per (query, group), forced blocks included
+  int init_blocks = 0;       // "sink" blocks 0..init_blocks-1 always selected (M3: 0)
+  int local_blocks = 1;      // the last local_blocks visible blocks always selected, the local block last (M3: 1)
   Pooling pooling = Pooling::kMax;
   std::optional<double> softmax_scale;  // default 1 / sqrt(D)
   std::optional<double> index_scale;    // default 1 / sqrt(Di)
@@ -101,7 +101,8 @@ Status ValidateConfig(const Config& config);
 
 // The config as the JSON object of the file contract (SPEC section 7): block_size, top_k, init_blocks,
 // pooling, softmax_scale, index_scale (scales only when set), precision (only when not exact), index_format
-// and score_format (only when not native), local_blocks (only when not 1): a v1 config keeps its bytes. Head counts and dims come from the shapes.
+// and score_format (only when not native), local_blocks (only when not 1): a v1 config keeps its bytes. Head counts and
+// dims come from the shapes.
 std::string ConfigToJson(const Config& config);
 std::string DescribeConfig(const Config& config);  // one line for humans
 

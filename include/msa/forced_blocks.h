@@ -10,7 +10,6 @@
 
 #include <cstdint>
 
-
 #include "msa/host_device.h"
 
 namespace msa {

@@ -95,18 +95,17 @@ Status RequireFiniteAttention(const Config& config, const Batch& batch, const At
 // Entry points: validate, check that the backend is available and supports the config, then compute. With
 // config.index_format == kE4M3, Select hands the backend index_q and index_k rounded to E4M3 values (packed F64
 // copies; a value that is not finite or beyond +-448 is refused, named by tensor and position).
-Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs,
-              const SelectionOutputs& outputs, const ProgressFn& progress = {});
-Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,
-              const SelectionView& selection, const AttentionOutputs& outputs,
+Status Select(const Backend& backend, const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
               const ProgressFn& progress = {});
+Status Attend(const Backend& backend, const Config& config, const AttentionInputs& inputs,
+              const SelectionView& selection, const AttentionOutputs& outputs, const ProgressFn& progress = {});
 // index_format e4m3: `view` rounded to E4M3 values into a packed F64 copy (*storage, which *rounded views), as Select
 // hands every backend; a value that is not finite or beyond +-448 is refused, named by `name` and position.
 Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded);
 // Select, then Attend on that selection.
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
-           const AttentionInputs& attention_inputs, const SelectionOutputs& selection,
-           const AttentionOutputs& outputs, const ProgressFn& progress = {});
+           const AttentionInputs& attention_inputs, const SelectionOutputs& selection, const AttentionOutputs& outputs,
+           const ProgressFn& progress = {});
 
 }  // namespace msa
 

@@ -14,7 +14,7 @@ enum class StatusCode {
   kUnsupported,      // valid, but this backend or precision cannot run it
   kOutOfMemory,
   kDeviceError,
-  kIoError,          // a file could not be opened, read or written
+  kIoError,  // a file could not be opened, read or written
 };
 
 class [[nodiscard]] Status {
@@ -32,18 +32,14 @@ class [[nodiscard]] Status {
   std::string message_;
 };
 
-inline Status InvalidArgument(std::string message) {
-  return Status(StatusCode::kInvalidArgument, std::move(message));
-}
-inline Status Unsupported(std::string message) {
-  return Status(StatusCode::kUnsupported, std::move(message));
-}
+inline Status InvalidArgument(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+inline Status Unsupported(std::string message) { return Status(StatusCode::kUnsupported, std::move(message)); }
 inline Status IoError(std::string message) { return Status(StatusCode::kIoError, std::move(message)); }
 
 // Returns early from the enclosing function when `expr` yields a non-OK Status.
-#define MSA_RETURN_IF_ERROR(expr)        \
-  do {                                   \
-    ::msa::Status msa_status_ = (expr);  \
+#define MSA_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::msa::Status msa_status_ = (expr);        \
     if (!msa_status_.ok()) return msa_status_; \
   } while (false)
 

@@ -32,12 +32,8 @@ struct TensorView {
   int64_t rows = 0, heads = 0, dim = 0;
   int64_t row_stride = 0, head_stride = 0;
 
-  int64_t Offset(int64_t row, int64_t head, int64_t d) const {
-    return row * row_stride + head * head_stride + d;
-  }
-  double At(int64_t row, int64_t head, int64_t d) const {
-    return LoadAsDouble(data, dtype, Offset(row, head, d));
-  }
+  int64_t Offset(int64_t row, int64_t head, int64_t d) const { return row * row_stride + head * head_stride + d; }
+  double At(int64_t row, int64_t head, int64_t d) const { return LoadAsDouble(data, dtype, Offset(row, head, d)); }
 };
 
 // A densely packed [rows, heads, dim] view (row_stride = heads*dim, head_stride = dim).

@@ -62,8 +62,7 @@ int main(int argc, char** argv) {
   candidate.lse = outputs.lse;
   candidate.index_lse = outputs.index_lse;
   msa::Verdict verdict;
-  if (const msa::Status status = msa::Judge(problem, outputs, candidate, msa::JudgeOptions{}, &verdict);
-      !status.ok()) {
+  if (const msa::Status status = msa::Judge(problem, outputs, candidate, msa::JudgeOptions{}, &verdict); !status.ok()) {
     std::fprintf(stderr, "consumer: Judge: %s\n", status.message().c_str());
     return 1;
   }

@@ -24,7 +24,7 @@ struct CheckOptions {
   std::string topk_layout;      // head_major | query_major (default head_major)
   std::string lse_base;         // e | 2 (default e)
   std::optional<double> tau;
-  std::string json;             // empty: no JSON report
+  std::string json;  // empty: no JSON report
   int threads = 0;
 };
 
@@ -41,22 +41,29 @@ Status TakeOutput(const SafetensorsTensor& tensor, const std::string& origin, co
     return InvalidArgument(origin + ": tensor \"" + tensor.name + "\" has shape " + ShapeText(tensor.shape) +
                            ": must be " + ShapeText(shape));
   }
-  const bool ok_dtype = integer ? (tensor.dtype == DType::kI32 || tensor.dtype == DType::kI64) : IsFloating(tensor.dtype);
+  const bool ok_dtype =
+      integer ? (tensor.dtype == DType::kI32 || tensor.dtype == DType::kI64) : IsFloating(tensor.dtype);
   if (!ok_dtype) {
-    return InvalidArgument(origin + ": tensor \"" + tensor.name + "\" has dtype " + std::string(DTypeName(tensor.dtype)) +
+    return InvalidArgument(origin + ": tensor \"" + tensor.name + "\" has dtype " +
+                           std::string(DTypeName(tensor.dtype)) +
                            (integer ? ": must be I32 or I64" : ": must be F64, F32, BF16 or F16"));
   }
   values->resize(tensor.num_elements());
-  for (int64_t i = 0; i < int64_t(values->size()); ++i) (*values)[i] = LoadAsDouble(tensor.bytes.data(), tensor.dtype, i);
+  for (int64_t i = 0; i < int64_t(values->size()); ++i)
+    (*values)[i] = LoadAsDouble(tensor.bytes.data(), tensor.dtype, i);
   return Status::Ok();
 }
 
 Precision PrecisionOfDType(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return Precision::kFp32;
-    case DType::kBF16: return Precision::kBf16;
-    case DType::kF16: return Precision::kFp16;
-    default: return Precision::kExact;
+    case DType::kF32:
+      return Precision::kFp32;
+    case DType::kBF16:
+      return Precision::kBf16;
+    case DType::kF16:
+      return Precision::kFp16;
+    default:
+      return Precision::kExact;
   }
 }
 
@@ -68,7 +75,8 @@ Status ChooseRule(const std::string& flag_value, const char* flag, const Safeten
                   const Chosen<T>& fallback, Chosen<T>* chosen) {
   *chosen = fallback;
   if (!flag_value.empty()) {
-    if (!parse(flag_value, &chosen->value)) return InvalidArgument(std::string(flag) + " " + flag_value + ": must be " + names);
+    if (!parse(flag_value, &chosen->value))
+      return InvalidArgument(std::string(flag) + " " + flag_value + ": must be " + names);
     chosen->from = flag;
     return Status::Ok();
   }
@@ -82,8 +90,8 @@ Status ChooseRule(const std::string& flag_value, const char* flag, const Safeten
 }
 
 // Reads their outputs file into `candidate` and the rules its format sets into `format`.
-Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candidate* candidate,
-                     CandidateFormat* format, std::string* their_inputs_sha256) {
+Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candidate* candidate, CandidateFormat* format,
+                     std::string* their_inputs_sha256) {
   const std::string& path = options.outputs;
   SafetensorsFile file;
   MSA_RETURN_IF_ERROR(ReadSafetensors(path, &file));
@@ -117,8 +125,8 @@ Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candid
     std::vector<int32_t> ids(values.size());
     for (size_t i = 0; i < values.size(); ++i) {
       if (values[i] < -1 || values[i] > INT32_MAX) {
-        return InvalidArgument(path + ": topk_indices element " + std::to_string(i) + " = " + std::to_string(int64_t(values[i])) +
-                               ": must be a block id or -1");
+        return InvalidArgument(path + ": topk_indices element " + std::to_string(i) + " = " +
+                               std::to_string(int64_t(values[i])) + ": must be a block id or -1");
       }
       ids[i] = int32_t(values[i]);
     }
@@ -143,9 +151,10 @@ Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candid
     if (tensor == nullptr) continue;
     MSA_RETURN_IF_ERROR(TakeOutput(*tensor, path, output.shape, false, &values));
     *output.slot = values;
-    *output.precision = options.precision.empty()
-                            ? Chosen<Precision>{PrecisionOfDType(tensor->dtype), "its dtype " + std::string(DTypeName(tensor->dtype))}
-                            : Chosen<Precision>{forced_precision, "--precision"};
+    *output.precision =
+        options.precision.empty()
+            ? Chosen<Precision>{PrecisionOfDType(tensor->dtype), "its dtype " + std::string(DTypeName(tensor->dtype))}
+            : Chosen<Precision>{forced_precision, "--precision"};
     any_float = true;
     all_exact = all_exact && output.precision->value == Precision::kExact;
   }
@@ -156,9 +165,9 @@ Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candid
       any_float && all_exact
           ? Chosen<Precision>{Precision::kExact, "default for an FP64 candidate"}
           : Chosen<Precision>{Precision::kFp32, any_float ? "default for a non-FP64 candidate: kernels accumulate "
-                                                           "index scores in fp32"
-                                                         : "default with ids alone: kernels accumulate index scores "
-                                                           "in fp32"};
+                                                            "index scores in fp32"
+                                                          : "default with ids alone: kernels accumulate index scores "
+                                                            "in fp32"};
   MSA_RETURN_IF_ERROR(ChooseRule(options.score_precision, "--score-precision", file, "score_precision", path,
                                  &ParsePrecision, "exact, fp32, bf16 or fp16", score_default, &format->score));
   const auto sha = file.metadata.find("inputs_sha256");
@@ -169,7 +178,8 @@ Status ReadCandidate(const CheckOptions& options, const Problem& problem, Candid
 int CheckCommand(const CheckOptions& options, const CliStreams& streams) {
   SetThreads(options.threads);
   if (!options.json.empty()) {
-    if (Status status = CheckOutputPath("--json", options.json); !status.ok()) return CliFail(streams, status.message());
+    if (Status status = CheckOutputPath("--json", options.json); !status.ok())
+      return CliFail(streams, status.message());
   }
   Problem problem;
   std::string inputs_sha256, their_inputs_sha256;

@@ -20,15 +20,15 @@ namespace msa {
 namespace {
 
 struct CostOptions {
-  std::string inputs;                       // empty: `config` (M3 defaults, changed by flags); else its file
+  std::string inputs;  // empty: `config` (M3 defaults, changed by flags); else its file
   Config config;
-  std::string lengths = "8K,32K,128K,1M";   // comma-separated, K = 2^10, M = 2^20, G = 2^30
-  std::string mode = "prefill";             // prefill | decode
-  std::string batch = "1";                  // independent sequences, like a length ("1K" = 1024)
-  std::string dtype = "bf16";               // fp8 | bf16 | fp16 | fp32: bytes per element
+  std::string lengths = "8K,32K,128K,1M";  // comma-separated, K = 2^10, M = 2^20, G = 2^30
+  std::string mode = "prefill";            // prefill | decode
+  std::string batch = "1";                 // independent sequences, like a length ("1K" = 1024)
+  std::string dtype = "bf16";              // fp8 | bf16 | fp16 | fp32: bytes per element
   std::string gpu = "H200";
-  bool gpu_info = false;                    // print the GPU table with its sources, nothing else
-  std::string json;                         // empty: no JSON file
+  bool gpu_info = false;  // print the GPU table with its sources, nothing else
+  std::string json;       // empty: no JSON file
 };
 
 using Json = nlohmann::ordered_json;
@@ -48,10 +48,14 @@ Status ParseCount(const std::string& flag, const std::string& text, int64_t* res
   if (digits == 0) return fail("must be a positive whole number with an optional K, M or G suffix (e.g. 32K, 1M)");
   const std::string suffix = text.substr(digits);
   int shift = 0;
-  if (suffix == "K" || suffix == "k") shift = 10;
-  else if (suffix == "M" || suffix == "m") shift = 20;
-  else if (suffix == "G" || suffix == "g") shift = 30;
-  else if (!suffix.empty()) return fail("unknown suffix \"" + suffix + "\" (K = 2^10, M = 2^20, G = 2^30)");
+  if (suffix == "K" || suffix == "k")
+    shift = 10;
+  else if (suffix == "M" || suffix == "m")
+    shift = 20;
+  else if (suffix == "G" || suffix == "g")
+    shift = 30;
+  else if (!suffix.empty())
+    return fail("unknown suffix \"" + suffix + "\" (K = 2^10, M = 2^20, G = 2^30)");
   constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
   int64_t value = 0;
   for (size_t i = 0; i < digits; ++i) {
@@ -208,8 +212,8 @@ std::string FormatTable(const Report& report) {
   const Config& c = report.query->config;
   const bool prefill = report.query->mode == CostMode::kPrefill;
   std::ostringstream out;
-  out << "msa cost: " << (prefill ? "causal prefill of N tokens" : "decode of one token at KV length N")
-      << ", batch " << report.query->batch << ", one layer\n"
+  out << "msa cost: " << (prefill ? "causal prefill of N tokens" : "decode of one token at KV length N") << ", batch "
+      << report.query->batch << ", one layer\n"
       << "config: Hq " << c.num_q_heads << ", Hkv = Hidx " << c.num_kv_heads << ", D " << c.head_dim << ", Dv "
       << c.value_dim << ", Di " << c.index_head_dim << ", Bk " << c.block_size << ", top_k " << c.top_k
       << ", init_blocks " << c.init_blocks << "; " << report.dtype << " (" << report.query->element_bytes
@@ -217,15 +221,16 @@ std::string FormatTable(const Report& report) {
       << "gpu: " << GpuRates(*report.gpu) << " (msa cost --gpu-info gives the sources)\n\n";
 
   out << "FLOPs: index 2*Hidx*Di per query-key pair, main 2*Hq*(D+Dv) per selected key, dense 2*Hq*(D+Dv) per "
-         "causal pair (" << (prefill ? "sum|S_t|" : "|S|") << " per sequence)\n";
+         "causal pair ("
+      << (prefill ? "sum|S_t|" : "|S|") << " per sequence)\n";
   std::vector<std::string> header = {"N", prefill ? "sum|S_t|" : "|S|", "index", "main", "dense", "dense/MSA"};
   if (prefill) header.insert(header.end(), {"main (Eq. 12)", "Eq. 12 ratio"});
   out << Row(header);
   for (size_t i = 0; i < report.rows.size(); ++i) {
     const CostEstimate& e = report.rows[i];
     std::vector<std::string> cells = {LengthLabel(report.lengths[i]), CountText(e.selected_keys),
-                                      Si(e.index.flops, "FLOP"), Si(e.main.flops, "FLOP"),
-                                      Si(e.dense.flops, "FLOP"), Ratio(e.flop_ratio())};
+                                      Si(e.index.flops, "FLOP"),      Si(e.main.flops, "FLOP"),
+                                      Si(e.dense.flops, "FLOP"),      Ratio(e.flop_ratio())};
     if (prefill) {
       const long double batch = report.query->batch;
       cells.push_back(Si(batch * ClosedFormMainFlops(c, report.lengths[i]), "FLOP"));
@@ -250,7 +255,8 @@ std::string FormatTable(const Report& report) {
                 Si(e.kv_cache_bytes, "B"), Si(e.index_cache_bytes, "B")});
   }
 
-  out << "\nroofline on " << report.gpu->name << ": max(FLOPs / peak, bytes / bandwidth) per branch (* memory "
+  out << "\nroofline on " << report.gpu->name
+      << ": max(FLOPs / peak, bytes / bandwidth) per branch (* memory "
          "bound); top-k not counted\n"
       << Row({"N", "index", "main", "MSA", "dense", "speed-up"});
   for (size_t i = 0; i < report.rows.size(); ++i) {
@@ -276,10 +282,14 @@ std::string FormatJson(const Report& report) {
   json["batch"] = report.query->batch;
   json["dtype"] = report.dtype;
   json["element_bytes"] = report.query->element_bytes;
-  json["config"] = {{"num_q_heads", c.num_q_heads},       {"num_kv_heads", c.num_kv_heads},
-                    {"head_dim", c.head_dim},             {"value_dim", c.value_dim},
-                    {"index_head_dim", c.index_head_dim}, {"block_size", c.block_size},
-                    {"top_k", c.top_k},                   {"init_blocks", c.init_blocks}};
+  json["config"] = {{"num_q_heads", c.num_q_heads},
+                    {"num_kv_heads", c.num_kv_heads},
+                    {"head_dim", c.head_dim},
+                    {"value_dim", c.value_dim},
+                    {"index_head_dim", c.index_head_dim},
+                    {"block_size", c.block_size},
+                    {"top_k", c.top_k},
+                    {"init_blocks", c.init_blocks}};
   json["gpu"] = {{"name", report.gpu->name},
                  {"peak_flops", report.gpu->peak_flops},
                  {"bandwidth", report.gpu->bandwidth},

@@ -109,9 +109,9 @@ ExactCount SumSelectedKeys(const Config& config, int64_t n) {
   if (count > window) {
     const ExactCount late = count - window;  // positions window .. n - 1; window is a block boundary
     const ExactCount full_blocks = late / block_size, rest = late % block_size;
-    sum += late * (top_k - 1) * block_size                       // the full history blocks
-           + full_blocks * (block_size * (block_size + 1) / 2)   // local block: 1 .. Bk keys
-           + rest * (rest + 1) / 2;                              // the last, unfinished local block
+    sum += late * (top_k - 1) * block_size                      // the full history blocks
+           + full_blocks * (block_size * (block_size + 1) / 2)  // local block: 1 .. Bk keys
+           + rest * (rest + 1) / 2;                             // the last, unfinished local block
   }
   return sum;
 }
@@ -145,8 +145,8 @@ CostEstimate EstimateCost(const CostQuery& query, const GpuSpec& gpu) {
 }
 
 long double ClosedFormMainFlops(const Config& config, int64_t n) {
-  return 2.0L * config.num_q_heads * KeyAndValueDims(config) * static_cast<long double>(n) *
-         config.top_k * config.block_size;
+  return 2.0L * config.num_q_heads * KeyAndValueDims(config) * static_cast<long double>(n) * config.top_k *
+         config.block_size;
 }
 
 // docs:begin closed-form
@@ -158,8 +158,7 @@ long double ClosedFormRatio(const Config& config, int64_t n) {
 }
 
 long double ClosedFormRatioCeiling(const Config& config) {
-  return 1.0L * config.num_q_heads * KeyAndValueDims(config) /
-         (1.0L * config.num_kv_heads * config.index_head_dim);
+  return 1.0L * config.num_q_heads * KeyAndValueDims(config) / (1.0L * config.num_kv_heads * config.index_head_dim);
 }
 
 long double ClosedFormCrossover(const Config& config) {

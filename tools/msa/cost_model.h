@@ -37,7 +37,7 @@ enum class CostMode {
 // Preconditions (EstimateCost does not check them): ValidateConfig(config) is OK, length >= 1, batch >= 1,
 // element_bytes >= 1.
 struct CostQuery {
-  Config config;          // heads, dims, block_size, top_k, init_blocks; Hidx == Hkv
+  Config config;  // heads, dims, block_size, top_k, init_blocks; Hidx == Hkv
   CostMode mode = CostMode::kPrefill;
   int64_t length = 1;     // N
   int64_t batch = 1;      // independent sequences, each of length N

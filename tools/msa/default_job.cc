@@ -15,8 +15,8 @@ constexpr uint64_t kSeed = 20260613;
 // their score dot * dim^-0.5 equals `strength`: noise scores have unit variance (q, k ~ N(0, 1)), so the
 // needle stands `strength` standard deviations out. Its norm (about `strength`) stays near the noise keys'
 // (about sqrt(dim)), so queries it is not aligned with barely notice it.
-void AlignKey(SafetensorsTensor& keys, int64_t position, int64_t head, const SafetensorsTensor& query,
-              int64_t t, int64_t query_head, double strength) {
+void AlignKey(SafetensorsTensor& keys, int64_t position, int64_t head, const SafetensorsTensor& query, int64_t t,
+              int64_t query_head, double strength) {
   const TensorView q = ViewOf(query);
   double norm_squared = 0;
   for (int64_t d = 0; d < q.dim; ++d) norm_squared += q.At(t, query_head, d) * q.At(t, query_head, d);

@@ -15,9 +15,9 @@ struct Needle {
   int64_t query_row;  // t, the query the needle is aligned with (the last query of sequence 0)
   int64_t group;      // r, the group whose index query it is aligned with
   int64_t key_position;
-  int64_t distance;   // query position - key position
-  int64_t block;      // key_position / block_size
-  double strength;    // a: the needle's index score, in units of the noise's standard deviation
+  int64_t distance;  // query position - key position
+  int64_t block;     // key_position / block_size
+  double strength;   // a: the needle's index score, in units of the noise's standard deviation
 };
 
 struct DefaultJob {

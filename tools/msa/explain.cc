@@ -59,12 +59,12 @@ void ExplainSelection(const Problem& problem, const Outputs& reference, int64_t 
   out += "\n== group r = " + std::to_string(r) + " (query heads " + std::to_string(r * c.group_size()) + ".." +
          std::to_string((r + 1) * c.group_size() - 1) + " share its selection)\n";
   out += "index_q[t=" + std::to_string(t) + ", r=" + std::to_string(r) + "] = " + Row(problem.index_q, t, r) + "\n";
-  out += "step 1. token scores x[s] = dot(index_q, index_k[s]) * index_scale, index_scale = " +
-         Fixed(c.IndexScale()) + "\n";
+  out += "step 1. token scores x[s] = dot(index_q, index_k[s]) * index_scale, index_scale = " + Fixed(c.IndexScale()) +
+         "\n";
   for (int64_t s = 0; s <= position; ++s) {
     const double x = CanonicalDot(&query[(t * c.num_kv_heads + r) * di], &keys[s * di], di) * c.IndexScale();
-    out += "  key " + std::to_string(s) + " (block " + std::to_string(s / bk) + ") index_k = " +
-           Row(problem.index_k, s, 0) + "  x = " + Fixed(x) + "\n";
+    out += "  key " + std::to_string(s) + " (block " + std::to_string(s / bk) +
+           ") index_k = " + Row(problem.index_k, s, 0) + "  x = " + Fixed(x) + "\n";
   }
   const char* how = c.pooling == Pooling::kMax   ? "max of the block's visible token scores"
                     : c.pooling == Pooling::kLse ? "logsumexp of the block's visible token scores"
@@ -98,9 +98,8 @@ void ExplainSelection(const Problem& problem, const Outputs& reference, int64_t 
   for (size_t n = 0; n < ranked.size(); ++n) {
     const bool tied = (n > 0 && scores[ranked[n - 1]] == scores[ranked[n]]) ||
                       (n + 1 < ranked.size() && scores[ranked[n + 1]] == scores[ranked[n]]);
-    out += "  " + std::to_string(n + 1) + ". block " + std::to_string(ranked[n]) + "  M = " +
-           Fixed(scores[ranked[n]]) + (tied ? "  (tie: the lower id ranks first)" : "") +
-           (int64_t(n) < take ? "  taken" : "") + "\n";
+    out += "  " + std::to_string(n + 1) + ". block " + std::to_string(ranked[n]) + "  M = " + Fixed(scores[ranked[n]]) +
+           (tied ? "  (tie: the lower id ranks first)" : "") + (int64_t(n) < take ? "  taken" : "") + "\n";
   }
   const int32_t* row = &reference.topk_indices[(r * total_q + t) * c.top_k];  // [top_k]
   std::string slots;
@@ -115,7 +114,7 @@ void ExplainAttention(const Problem& problem, const Outputs& reference, int64_t 
   const int64_t r = h / c.group_size(), total_q = problem.batch().total_q(), d = c.head_dim, bk = c.block_size;
   const std::vector<double> q = reference::Widen(ViewOf(problem.q)), k = reference::Widen(ViewOf(problem.k));
   const int32_t* row = &reference.topk_indices[(r * total_q + t) * c.top_k];  // [top_k]
-  std::vector<int64_t> selected_keys;  // ascending key position
+  std::vector<int64_t> selected_keys;                                         // ascending key position
   std::vector<int32_t> blocks;
   for (int64_t slot = 0; slot < c.top_k && row[slot] >= 0; ++slot) blocks.push_back(row[slot]);
   std::sort(blocks.begin(), blocks.end());
@@ -142,8 +141,8 @@ void ExplainAttention(const Problem& problem, const Outputs& reference, int64_t 
   for (int64_t e = 0; e < c.value_dim; ++e) {
     values += (e == 0 ? "" : ", ") + Fixed(reference.out[(t * c.num_q_heads + h) * c.value_dim + e]);
   }
-  out += "  out[t, h] = sum of weight * v = [" + values + "]  lse = " + Fixed(reference.lse[t * c.num_q_heads + h]) +
-         "\n";
+  out +=
+      "  out[t, h] = sum of weight * v = [" + values + "]  lse = " + Fixed(reference.lse[t * c.num_q_heads + h]) + "\n";
 }
 
 }  // namespace

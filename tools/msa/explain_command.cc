@@ -16,13 +16,13 @@ namespace msa {
 namespace {
 
 struct ExplainOptions {
-  int keys = 12;         // k_len of the one sequence; q_len = keys (a prefill)
+  int keys = 12;  // k_len of the one sequence; q_len = keys (a prefill)
   int block_size = 4, top_k = 2, init_blocks = 0;
   int q_heads = 2, kv_heads = 1, head_dim = 4;  // D = Dv = Di = head_dim
   std::string pooling = "max";
-  int query = -1;        // the traced query (within the sequence); -1: the last one
+  int query = -1;  // the traced query (within the sequence); -1: the last one
   uint64_t seed = 1;
-  std::string image;     // empty: no image; else a PNG of the selection pattern (queries x blocks, per group)
+  std::string image;  // empty: no image; else a PNG of the selection pattern (queries x blocks, per group)
 };
 
 int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
@@ -45,8 +45,8 @@ int ExplainCommand(const ExplainOptions& options, const CliStreams& streams) {
                                 std::to_string(options.init_blocks + 1) + " (the forced blocks)");
   }
   if (options.query >= options.keys) {
-    return CliFail(streams, "--query " + std::to_string(options.query) + ": must be below --keys " +
-                                std::to_string(options.keys));
+    return CliFail(
+        streams, "--query " + std::to_string(options.query) + ": must be below --keys " + std::to_string(options.keys));
   }
   if (Status status = ValidateConfig(config); !status.ok()) return CliFail(streams, status.message());
   if (!options.image.empty()) {

@@ -32,8 +32,7 @@ double KeptKeyFraction(const Problem& problem, const std::vector<int32_t>& topk_
   return dense == 0 ? 1.0 : kept / dense;
 }
 
-MassRecall SampledMassRecall(const Problem& problem, const std::vector<int32_t>& topk_indices,
-                             int64_t num_queries) {
+MassRecall SampledMassRecall(const Problem& problem, const std::vector<int32_t>& topk_indices, int64_t num_queries) {
   const Config& c = problem.config;
   const int64_t total_q = problem.batch().total_q(), hq = c.num_q_heads, hkv = c.num_kv_heads;
   const int64_t d = c.head_dim, bk = c.block_size;

@@ -25,8 +25,7 @@ struct MassRecall {
 // Attention-mass recall: for each measured (query t, head h), the share of the dense causal softmax mass
 // sum_{s in S} exp(x_s - m) / sum_{s <= pos} exp(x_s - m), with x_s the main-branch scores.
 // Measures every head of `num_queries` queries spread evenly over the batch (all queries if fewer).
-MassRecall SampledMassRecall(const Problem& problem, const std::vector<int32_t>& topk_indices,
-                             int64_t num_queries);
+MassRecall SampledMassRecall(const Problem& problem, const std::vector<int32_t>& topk_indices, int64_t num_queries);
 
 }  // namespace msa
 

@@ -27,7 +27,7 @@ struct RecallOptions {
   std::string top_ks = "8";
   std::string block_sizes = "64";
   std::string poolings = "max,lse,mean";
-  std::string backends;            // empty: every compiled, available backend that supports the precision
+  std::string backends;             // empty: every compiled, available backend that supports the precision
   std::string precision = "exact";  // what the non-reference backends run; the reference always runs exact
   int queries = 4, sequences = 4, needles = 1, distractors = 0;
   double distractor_strength = 1.0;
@@ -60,8 +60,8 @@ Status ParseIntegers(const std::string& flag, const std::string& list, int64_t l
       return InvalidArgument(flag + " " + item + ": not an integer (the flag takes a comma-separated list)");
     }
     if (value < low || value > high) {
-      return InvalidArgument(flag + " " + item + ": must be in [" + std::to_string(low) + ", " +
-                             std::to_string(high) + "]");
+      return InvalidArgument(flag + " " + item + ": must be in [" + std::to_string(low) + ", " + std::to_string(high) +
+                             "]");
     }
     values->push_back(Int(value));
   }
@@ -166,11 +166,10 @@ std::string CanonicalCommand(const RecallOptions& o) {
          " --top-k " + o.top_ks + " --block-size " + o.block_sizes + " --pooling " + o.poolings +
          (o.backends.empty() ? "" : " --backends " + o.backends) + " --precision " + o.precision + " --queries " +
          std::to_string(o.queries) + " --sequences " + std::to_string(o.sequences) + " --needles " +
-         std::to_string(o.needles) + " --distractors " + std::to_string(o.distractors) +
-         " --distractor-strength " + ShortNumber(o.distractor_strength) + " --q-heads " +
-         std::to_string(o.q_heads) + " --kv-heads " + std::to_string(o.kv_heads) + " --head-dim " +
-         std::to_string(o.head_dim) + " --init-blocks " + std::to_string(o.init_blocks) + " --seed " +
-         std::to_string(o.seed);
+         std::to_string(o.needles) + " --distractors " + std::to_string(o.distractors) + " --distractor-strength " +
+         ShortNumber(o.distractor_strength) + " --q-heads " + std::to_string(o.q_heads) + " --kv-heads " +
+         std::to_string(o.kv_heads) + " --head-dim " + std::to_string(o.head_dim) + " --init-blocks " +
+         std::to_string(o.init_blocks) + " --seed " + std::to_string(o.seed);
 }
 
 Status WriteOutputs(const RecallOptions& options, const RecallSweep& sweep, const std::vector<RecallPoint>& points,
@@ -221,9 +220,9 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
   for (const Backend* backend : sweep.backends) backends += (backends.empty() ? "" : ", ") + std::string(backend->name);
   const std::vector<RecallSetup> setups = ExpandSweep(sweep);
   // Flushed at once, so that a run stopped early (a timeout, a pipe) still shows what it was running.
-  streams.out << "msa recall: " << setups.size() << " setups x backends " << backends
-              << " (reference exact, others " << PrecisionName(sweep.precision) << ")\n  " << CanonicalCommand(options)
-              << "\n" << std::flush;
+  streams.out << "msa recall: " << setups.size() << " setups x backends " << backends << " (reference exact, others "
+              << PrecisionName(sweep.precision) << ")\n  " << CanonicalCommand(options) << "\n"
+              << std::flush;
   // Progress: a live line on a terminal; otherwise one line per setup as it starts, with the time so far, so
   // that a log cut short shows how far the sweep got and how long each setup takes.
   const auto start = std::chrono::steady_clock::now();
@@ -235,10 +234,10 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
     const RecallSetup& setup = setups[index];
     char elapsed[32];
     std::snprintf(elapsed, sizeof(elapsed), "%.1f", seconds_so_far());
-    streams.err << "msa recall: setup " << index + 1 << "/" << setups.size() << " (context " << setup.context
-                << ", Bk " << setup.config.block_size << ", distance " << setup.distance << ", a "
-                << ShortNumber(setup.strength) << ", top_k " << setup.config.top_k << ", "
-                << PoolingName(setup.config.pooling) << ") at " << elapsed << " s" << std::endl;
+    streams.err << "msa recall: setup " << index + 1 << "/" << setups.size() << " (context " << setup.context << ", Bk "
+                << setup.config.block_size << ", distance " << setup.distance << ", a " << ShortNumber(setup.strength)
+                << ", top_k " << setup.config.top_k << ", " << PoolingName(setup.config.pooling) << ") at " << elapsed
+                << " s" << std::endl;
   };
   const size_t runs_per_setup = sweep.backends.size();
   std::vector<RecallPoint> points;

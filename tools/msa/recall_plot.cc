@@ -71,16 +71,19 @@ Status RunGnuplot(const std::string& script, const std::string& what) {
 
 Status CheckPlotter() {
   if (std::system("command -v gnuplot > /dev/null 2>&1") != 0) {
-    return Unsupported("--plot: gnuplot is not on the PATH (install it with scripts/install-deps, or "
-                       "apt-get install gnuplot-nox)");
+    return Unsupported(
+        "--plot: gnuplot is not on the PATH (install it with scripts/install-deps, or "
+        "apt-get install gnuplot-nox)");
   }
   return RunGnuplot("set terminal pngcairo\n", "a test page");
 }
 
 std::vector<RecallFigure> FiguresFor(const RecallSweep& sweep) {
-  const std::vector<std::pair<std::string, size_t>> swept = {
-      {"strength", sweep.strengths.size()}, {"distance", sweep.distances.size()},
-      {"block_size", sweep.block_sizes.size()}, {"top_k", sweep.top_ks.size()}, {"context", sweep.contexts.size()}};
+  const std::vector<std::pair<std::string, size_t>> swept = {{"strength", sweep.strengths.size()},
+                                                             {"distance", sweep.distances.size()},
+                                                             {"block_size", sweep.block_sizes.size()},
+                                                             {"top_k", sweep.top_ks.size()},
+                                                             {"context", sweep.contexts.size()}};
   // One curve per value of the first other swept variable ("" when none is).
   const auto curve_for = [&](const std::string& x) {
     for (const auto& [name, values] : swept) {

@@ -19,14 +19,30 @@ std::string Number(double value) {
 std::vector<std::string> Cells(const RecallPoint& p) {
   const RecallSetup& s = p.setup;
   const RecallMeasure& m = p.measure;
-  return {std::to_string(s.context),      std::to_string(s.queries),       std::to_string(s.sequences),
-          std::to_string(s.distance),     Number(s.strength),              std::to_string(s.needles),
-          std::to_string(s.distractors),  Number(s.distractor_strength),   std::to_string(s.config.top_k),
-          std::to_string(s.config.block_size), std::string(PoolingName(s.config.pooling)), p.backend,
-          std::string(PrecisionName(p.precision)), std::to_string(m.needles), std::to_string(m.hits),
-          Number(m.needle_recall),        Number(m.mass_recall_mean),      Number(m.mass_recall_min),
-          Number(m.kept_fraction),        std::to_string(p.recall_flips),  std::to_string(p.near_tie_rows),
-          std::to_string(p.violation_rows), std::to_string(p.invalid_rows), Number(p.tau),
+  return {std::to_string(s.context),
+          std::to_string(s.queries),
+          std::to_string(s.sequences),
+          std::to_string(s.distance),
+          Number(s.strength),
+          std::to_string(s.needles),
+          std::to_string(s.distractors),
+          Number(s.distractor_strength),
+          std::to_string(s.config.top_k),
+          std::to_string(s.config.block_size),
+          std::string(PoolingName(s.config.pooling)),
+          p.backend,
+          std::string(PrecisionName(p.precision)),
+          std::to_string(m.needles),
+          std::to_string(m.hits),
+          Number(m.needle_recall),
+          Number(m.mass_recall_mean),
+          Number(m.mass_recall_min),
+          Number(m.kept_fraction),
+          std::to_string(p.recall_flips),
+          std::to_string(p.near_tie_rows),
+          std::to_string(p.violation_rows),
+          std::to_string(p.invalid_rows),
+          Number(p.tau),
           p.agrees ? "true" : "false"};
 }
 
@@ -57,12 +73,18 @@ std::string RecallCsv(const std::vector<RecallPoint>& points) {
 std::string RecallJson(const std::string& command, const RecallSweep& sweep, const std::vector<RecallPoint>& points) {
   using Json = nlohmann::ordered_json;
   const RecallSetup& base = sweep.base;
-  Json settings = {{"num_q_heads", base.config.num_q_heads},     {"num_kv_heads", base.config.num_kv_heads},
-                   {"head_dim", base.config.head_dim},           {"index_head_dim", base.config.index_head_dim},
-                   {"init_blocks", base.config.init_blocks},     {"queries", base.queries},
-                   {"sequences", base.sequences},                {"needles", base.needles},
-                   {"distractors", base.distractors},            {"distractor_strength", base.distractor_strength},
-                   {"seed", base.seed},                          {"precision", PrecisionName(sweep.precision)}};
+  Json settings = {{"num_q_heads", base.config.num_q_heads},
+                   {"num_kv_heads", base.config.num_kv_heads},
+                   {"head_dim", base.config.head_dim},
+                   {"index_head_dim", base.config.index_head_dim},
+                   {"init_blocks", base.config.init_blocks},
+                   {"queries", base.queries},
+                   {"sequences", base.sequences},
+                   {"needles", base.needles},
+                   {"distractors", base.distractors},
+                   {"distractor_strength", base.distractor_strength},
+                   {"seed", base.seed},
+                   {"precision", PrecisionName(sweep.precision)}};
   Json rows = Json::array();
   const std::vector<std::string> names = ColumnNames();
   for (const RecallPoint& point : points) {
@@ -87,13 +109,13 @@ std::string RecallJson(const std::string& command, const RecallSweep& sweep, con
 std::string RecallTable(const std::vector<RecallPoint>& points) {
   std::string table;
   char line[256];
-  std::snprintf(line, sizeof(line), "%8s %5s %8s %6s %5s %-5s %-10s %7s %6s %6s %6s %9s\n", "context", "Bk",
-                "distance", "a", "top_k", "pool", "backend", "needle", "mass", "kept", "flips", "near-ties");
+  std::snprintf(line, sizeof(line), "%8s %5s %8s %6s %5s %-5s %-10s %7s %6s %6s %6s %9s\n", "context", "Bk", "distance",
+                "a", "top_k", "pool", "backend", "needle", "mass", "kept", "flips", "near-ties");
   table += line;
   for (const RecallPoint& p : points) {
     const RecallSetup& s = p.setup;
-    std::snprintf(line, sizeof(line), "%8d %5d %8lld %6.3g %5d %-5s %-10s %7.4f %6.4f %6.4f %6lld %9lld%s\n",
-                  s.context, s.config.block_size, (long long)s.distance, s.strength, s.config.top_k,
+    std::snprintf(line, sizeof(line), "%8d %5d %8lld %6.3g %5d %-5s %-10s %7.4f %6.4f %6.4f %6lld %9lld%s\n", s.context,
+                  s.config.block_size, (long long)s.distance, s.strength, s.config.top_k,
                   std::string(PoolingName(s.config.pooling)).c_str(), p.backend.c_str(), p.measure.needle_recall,
                   p.measure.mass_recall_mean, p.measure.kept_fraction, (long long)p.recall_flips,
                   (long long)p.near_tie_rows, p.agrees ? "" : "  FAILS the selection rules");
@@ -112,9 +134,9 @@ std::string RecallTable(const std::vector<RecallPoint>& points) {
     total.agrees = total.agrees && p.agrees;
   }
   for (const auto& [backend, total] : totals) {
-    table += backend + " (" + std::string(PrecisionName(total.precision)) + "): " +
-             (total.agrees ? "reaches the reference's recall" : "FALLS SHORT of the reference's recall") + "; " +
-             std::to_string(total.recall_flips) + " needle(s) recalled differently, " +
+    table += backend + " (" + std::string(PrecisionName(total.precision)) +
+             "): " + (total.agrees ? "reaches the reference's recall" : "FALLS SHORT of the reference's recall") +
+             "; " + std::to_string(total.recall_flips) + " needle(s) recalled differently, " +
              std::to_string(total.near_tie_rows) + " near-tie row(s), " + std::to_string(total.violation_rows) +
              " violation(s), " + std::to_string(total.invalid_rows) + " invalid row(s)\n";
   }

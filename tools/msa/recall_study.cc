@@ -147,8 +147,7 @@ RecallMeasure MeasureRecall(const PlantedProblem& planted, const std::vector<int
   measure.needles = int64_t(hits.size());
   measure.hits = std::count(hits.begin(), hits.end(), true);
   measure.needle_recall = measure.needles == 0 ? 1.0 : double(measure.hits) / double(measure.needles);
-  const MassRecall mass =
-      SampledMassRecall(planted.problem, topk_indices, planted.problem.batch().total_q());
+  const MassRecall mass = SampledMassRecall(planted.problem, topk_indices, planted.problem.batch().total_q());
   measure.mass_recall_mean = mass.mean;
   measure.mass_recall_min = mass.min;
   measure.kept_fraction = KeptKeyFraction(planted.problem, topk_indices);

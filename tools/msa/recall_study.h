@@ -14,14 +14,14 @@ namespace msa {
 
 // One point of a sweep: the layer, the context and what is planted.
 struct RecallSetup {
-  Config config;             // heads, dims, block_size, top_k, init_blocks, pooling (precision: the backend's)
-  int32_t context = 4096;    // k_len of every sequence
-  int32_t queries = 4;       // q_len of every sequence: the last `queries` positions (decode-like)
-  int32_t sequences = 4;     // independent trials, one sequence each, in one batch
-  int64_t distance = 1024;   // d: query position - position of its (first) needle
-  double strength = 4.0;     // a: the needle's index (and main) score, in standard deviations of the noise
-  int32_t needles = 1;       // needles per query, at distances d, 2d, ..., needles * d
-  int32_t distractors = 0;   // blocks per query whose every key is shifted towards the query's index query
+  Config config;                     // heads, dims, block_size, top_k, init_blocks, pooling (precision: the backend's)
+  int32_t context = 4096;            // k_len of every sequence
+  int32_t queries = 4;               // q_len of every sequence: the last `queries` positions (decode-like)
+  int32_t sequences = 4;             // independent trials, one sequence each, in one batch
+  int64_t distance = 1024;           // d: query position - position of its (first) needle
+  double strength = 4.0;             // a: the needle's index (and main) score, in standard deviations of the noise
+  int32_t needles = 1;               // needles per query, at distances d, 2d, ..., needles * d
+  int32_t distractors = 0;           // blocks per query whose every key is shifted towards the query's index query
   double distractor_strength = 1.0;  // the shift of each distractor key's index score, in noise std units
   uint64_t seed = 1;
 };
@@ -60,10 +60,10 @@ std::vector<bool> NeedleHits(const PlantedProblem& planted, const std::vector<in
 // What one backend's selection achieved on one planted problem.
 struct RecallMeasure {
   int64_t needles = 0, hits = 0;
-  double needle_recall = 0;      // hits / needles
-  double mass_recall_mean = 0;   // over every (query, head) row, dense softmax mass inside the selection
+  double needle_recall = 0;     // hits / needles
+  double mass_recall_mean = 0;  // over every (query, head) row, dense softmax mass inside the selection
   double mass_recall_min = 0;
-  double kept_fraction = 0;      // share of dense causal (query, key) pairs the selection keeps
+  double kept_fraction = 0;  // share of dense causal (query, key) pairs the selection keeps
 };
 RecallMeasure MeasureRecall(const PlantedProblem& planted, const std::vector<int32_t>& topk_indices);
 

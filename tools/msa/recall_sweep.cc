@@ -83,8 +83,8 @@ Status RunRecallSweep(const RecallSweep& sweep, const std::function<void(int64_t
     exact.precision = Precision::kExact;
     Outputs reference;
     reference.Allocate(planted.problem);
-    MSA_RETURN_IF_ERROR(Select(*FindBackend("reference"), exact, planted.problem.index_inputs(),
-                               reference.selection_outputs()));
+    MSA_RETURN_IF_ERROR(
+        Select(*FindBackend("reference"), exact, planted.problem.index_inputs(), reference.selection_outputs()));
     const RecallMeasure reference_measure = MeasureRecall(planted, reference.topk_indices);
     for (const Backend* backend : sweep.backends) {
       RecallPoint point;

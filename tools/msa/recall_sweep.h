@@ -19,7 +19,7 @@ struct RecallSweep {
   std::vector<double> strengths;
   std::vector<int> top_ks, block_sizes;
   std::vector<Pooling> poolings;
-  std::vector<const Backend*> backends;  // reported in this order; the reference (if listed) runs exact
+  std::vector<const Backend*> backends;     // reported in this order; the reference (if listed) runs exact
   Precision precision = Precision::kExact;  // what every other backend runs
 };
 
@@ -30,12 +30,12 @@ struct RecallPoint {
   Precision precision = Precision::kExact;
   RecallMeasure measure;
   // Against the reference's selection on the same inputs (all zero for the reference itself):
-  int64_t recall_flips = 0;     // needles held by exactly one of the two selections
-  int64_t near_tie_rows = 0;    // rows whose set differs only by blocks within tau of the threshold
-  int64_t violation_rows = 0;   // rows that miss a must-select block or hold a block below theta - tau
-  int64_t invalid_rows = 0;     // rows that break the selection contract
+  int64_t recall_flips = 0;    // needles held by exactly one of the two selections
+  int64_t near_tie_rows = 0;   // rows whose set differs only by blocks within tau of the threshold
+  int64_t violation_rows = 0;  // rows that miss a must-select block or hold a block below theta - tau
+  int64_t invalid_rows = 0;    // rows that break the selection contract
   double tau = 0;
-  bool agrees = true;           // no violation and no invalid row: every recall difference is a near tie
+  bool agrees = true;  // no violation and no invalid row: every recall difference is a near tie
 };
 
 // The setups of the sweep, in the order they run (context, block size, distance, strength, top_k, pooling).

@@ -23,13 +23,13 @@ namespace msa {
 namespace {
 
 struct RunOptions {
-  std::string inputs;     // empty: the embedded default job
-  std::string out;        // empty: no outputs file
-  std::string backend;    // empty: the fastest available backend that supports the precision (FastestBackend)
-  std::string precision;  // exact | fp32 | bf16 | fp16; empty: the inputs' msa_config.precision (default exact)
+  std::string inputs;        // empty: the embedded default job
+  std::string out;           // empty: no outputs file
+  std::string backend;       // empty: the fastest available backend that supports the precision (FastestBackend)
+  std::string precision;     // exact | fp32 | bf16 | fp16; empty: the inputs' msa_config.precision (default exact)
   std::string index_format;  // native | e4m3; empty: the inputs' msa_config.index_format (default native)
   std::string score_format;  // native | fp16; empty: the inputs' msa_config.score_format (default native)
-  int threads = 0;        // 0: OpenMP's default
+  int threads = 0;           // 0: OpenMP's default
   int mass_recall_queries = 256;
 };
 
@@ -81,16 +81,16 @@ void PrintNeedle(std::ostream& out, const Problem& problem, const Outputs& outpu
   }
   const bool recalled = SelectionHolds(problem, outputs.topk_indices, needle.query_row, needle.group, needle.block);
   out << "  needle     block " << needle.block << " at distance " << needle.distance << " from query "
-      << needle.query_row << " (strength a = " << Fixed(needle.strength, 1) << "): "
-      << (recalled ? "recalled" : "NOT recalled") << " by group " << needle.group << " (block score "
+      << needle.query_row << " (strength a = " << Fixed(needle.strength, 1)
+      << "): " << (recalled ? "recalled" : "NOT recalled") << " by group " << needle.group << " (block score "
       << Fixed(scores[needle.block], 3) << ", best other history block " << Fixed(best_other, 3) << ")\n";
 }
 
 // The backend that runs `config`: the named one (it must be available and support the config), else the
 // fastest available one that supports it. Errors name the backend and the precision.
 Status ChooseBackend(const Backend* named, const Config& config, bool precision_given, const Backend** chosen) {
-  const std::string precision = (precision_given ? "--precision " : "precision ") +
-                                std::string(PrecisionName(config.precision));
+  const std::string precision =
+      (precision_given ? "--precision " : "precision ") + std::string(PrecisionName(config.precision));
   if (named != nullptr) {
     const std::string what = "--backend " + std::string(named->name) + ", " + precision + ": ";
     if (!named->is_available()) {
@@ -104,9 +104,10 @@ Status ChooseBackend(const Backend* named, const Config& config, bool precision_
   if (*chosen != nullptr) return Status::Ok();
   std::string reasons;
   for (const Backend& backend : AllBackends()) {
-    const Status status = backend.is_available() ? backend.supports(config)
-                                                 : Unsupported("backend " + std::string(backend.name) +
-                                                               " is not available on this machine");
+    const Status status =
+        backend.is_available()
+            ? backend.supports(config)
+            : Unsupported("backend " + std::string(backend.name) + " is not available on this machine");
     reasons += (reasons.empty() ? "" : "; ") + status.message();
   }
   return Unsupported(precision + ": no available backend supports it (" + reasons + ")");
@@ -152,7 +153,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     return CliFail(streams, status.message());
   }
   const double load_seconds = load_clock.Seconds();
-  if (!options.precision.empty()) problem.config.precision = precision;  // else the inputs' (default exact)
+  if (!options.precision.empty()) problem.config.precision = precision;           // else the inputs' (default exact)
   if (!options.index_format.empty()) problem.config.index_format = index_format;  // else the inputs' (native)
   if (!options.score_format.empty()) problem.config.score_format = score_format;  // else the inputs' (native)
   const Backend* backend = nullptr;
@@ -160,8 +161,9 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
     return CliFail(streams, status.message());
   }
 
-  out << "msa run: " << (options.inputs.empty() ? "default job (M3-like layer, 8 of M3's 64 query heads in 2 of its 4 groups)"
-                                                 : options.inputs)
+  out << "msa run: "
+      << (options.inputs.empty() ? "default job (M3-like layer, 8 of M3's 64 query heads in 2 of its 4 groups)"
+                                 : options.inputs)
       << ", backend " << backend->name << (named == nullptr ? " (the fastest available)" : "") << ", precision "
       << PrecisionName(problem.config.precision) << ", " << omp_get_max_threads() << " threads\n";
   out << "  config     " << DescribeConfig(problem.config) << "\n";
@@ -182,9 +184,9 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   } catch (const std::bad_alloc&) {  // valid, but the outputs (or the backend's scratch) do not fit in memory
     const Config& c = problem.config;
     return CliFail(streams, "out of memory computing the outputs (topk_indices [" + std::to_string(c.num_kv_heads) +
-                             ", " + std::to_string(problem.batch().total_q()) + ", " + std::to_string(c.top_k) +
-                             "], out [" + std::to_string(problem.batch().total_q()) + ", " +
-                             std::to_string(c.num_q_heads) + ", " + std::to_string(c.value_dim) + "])");
+                                ", " + std::to_string(problem.batch().total_q()) + ", " + std::to_string(c.top_k) +
+                                "], out [" + std::to_string(problem.batch().total_q()) + ", " +
+                                std::to_string(c.num_q_heads) + ", " + std::to_string(c.value_dim) + "])");
   }
   const double attend_seconds = select_clock.Seconds() - select_seconds;
 
@@ -199,15 +201,15 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   }
   const double write_seconds = write_clock.Seconds();
 
-  out << "  time       " << (options.inputs.empty() ? "generate " : "read ") << Fixed(load_seconds, 2)
-      << " s | select " << Fixed(select_seconds, 2) << " s | attend " << Fixed(attend_seconds, 2)
-      << " s | mass recall " << Fixed(recall_seconds, 2) << " s | write " << Fixed(write_seconds, 2) << " s\n";
+  out << "  time       " << (options.inputs.empty() ? "generate " : "read ") << Fixed(load_seconds, 2) << " s | select "
+      << Fixed(select_seconds, 2) << " s | attend " << Fixed(attend_seconds, 2) << " s | mass recall "
+      << Fixed(recall_seconds, 2) << " s | write " << Fixed(write_seconds, 2) << " s\n";
   out << "  sparsity   the selection keeps " << Fixed(100 * KeptKeyFraction(problem, outputs.topk_indices), 2)
       << "% of the dense causal (query, key) pairs (at most top_k * Bk = "
       << int64_t(problem.config.top_k) * problem.config.block_size << " keys per query)\n";
   if (mass.rows > 0) {
-    out << "  recall     attention-mass recall vs dense attention over " << mass.rows
-        << " (query, head) rows: mean " << Fixed(mass.mean, 4) << ", min " << Fixed(mass.min, 4) << "\n";
+    out << "  recall     attention-mass recall vs dense attention over " << mass.rows << " (query, head) rows: mean "
+        << Fixed(mass.mean, 4) << ", min " << Fixed(mass.min, 4) << "\n";
   }
   if (needle) PrintNeedle(out, problem, outputs, *needle);
   out << "  sha256     outputs " << OutputsSha256(outputs) << "\n";
