@@ -265,6 +265,7 @@ SafetensorsFile OutputsToSafetensors(const Problem& problem, const Outputs& outp
   resolved.index_scale = c.IndexScale();
   file.metadata["msa_config"] = ConfigToJson(resolved);
   file.metadata["backend"] = std::string(backend);
+  if (!outputs.kernel_plan.empty()) file.metadata["kernel_plan"] = outputs.kernel_plan;
   file.metadata["precision"] = std::string(PrecisionName(c.precision));
   file.metadata["version"] = MSA_VERSION;
   file.metadata["inputs_sha256"] = inputs_sha256;

@@ -5,6 +5,7 @@
 #define MSA_IO_PROBLEM_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "io/safetensors.h"
@@ -30,6 +31,9 @@ struct Outputs {
   std::vector<double> index_lse;      // [Hidx, total_q]
   std::vector<double> out;            // [total_q, Hq, Dv]
   std::vector<double> lse;            // [total_q, Hq]
+  // The kernels the backend ran (Backend::last_plan of its select, then of its attend, joined by ","); empty for a
+  // backend with no choice of kernels.
+  std::string kernel_plan;
 
   // Sizes every vector for `problem` and fills it with poison (NaN, or INT32_MIN for the selection),
   // so an output the backend forgot to write can never pass as a value.

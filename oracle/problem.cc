@@ -58,8 +58,13 @@ Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outpu
   outputs->Allocate(problem);
   MSA_RETURN_IF_ERROR(
       Select(backend, problem.config, problem.index_inputs(), outputs->selection_outputs(), select_progress));
-  return Attend(backend, problem.config, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
-                outputs->attention_outputs(), attend_progress);
+  const std::string select_plan = backend.last_plan != nullptr ? backend.last_plan() : "";
+  MSA_RETURN_IF_ERROR(Attend(backend, problem.config, problem.attention_inputs(),
+                             SelectionView{outputs->topk_indices.data()}, outputs->attention_outputs(),
+                             attend_progress));
+  const std::string attend_plan = backend.last_plan != nullptr ? backend.last_plan() : "";
+  outputs->kernel_plan = select_plan + (!select_plan.empty() && !attend_plan.empty() ? "," : "") + attend_plan;
+  return Status::Ok();
 }
 
 Status RunReference(const Problem& problem, Outputs* outputs) {

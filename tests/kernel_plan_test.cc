@@ -10,6 +10,8 @@
 #include <gtest/gtest.h>
 
 #include "gpu/common/device_caps.h"
+#include "oracle/cases.h"
+#include "oracle/problem.h"
 
 namespace msa::gpu {
 namespace {
@@ -284,6 +286,25 @@ TEST(KernelPlanFormat, EachCallReportsItsOwnStages) {
   q_outer.attend = AttendKernel::kQOuter;
   q_outer.lists = KvLists::kNone;
   EXPECT_EQ(FormatAttendPlan(q_outer), "attend=q-outer");
+}
+
+// The plan a run reports is the backend's select plan, then its attend plan (what `msa run` prints and writes):
+// a backend whose last_plan answers by call count, over the reference's select and attend.
+thread_local int plan_calls = 0;
+std::string PlanByCallCount() { return ++plan_calls % 2 == 1 ? "index=mma,topk=warp" : "attend=gathered"; }
+
+TEST(KernelPlanOfARun, IsTheSelectPlanThenTheAttendPlan) {
+  Backend reporting = *FindBackend("reference");
+  reporting.last_plan = PlanByCallCount;
+  const Problem problem = GenerateProblem(CanonicalCases().front().spec);
+  Outputs outputs;
+  plan_calls = 0;
+  ASSERT_TRUE(RunBackend(reporting, problem, &outputs).ok());
+  EXPECT_EQ(outputs.kernel_plan, "index=mma,topk=warp,attend=gathered");
+  EXPECT_EQ(plan_calls, 2);
+  Outputs no_choice;
+  ASSERT_TRUE(RunBackend(*FindBackend("reference"), problem, &no_choice).ok());
+  EXPECT_EQ(no_choice.kernel_plan, "");
 }
 
 }  // namespace

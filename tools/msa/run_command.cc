@@ -212,6 +212,7 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
         << Fixed(mass.mean, 4) << ", min " << Fixed(mass.min, 4) << "\n";
   }
   if (needle) PrintNeedle(out, problem, outputs, *needle);
+  if (!outputs.kernel_plan.empty()) out << "  kernels    " << outputs.kernel_plan << "\n";
   out << "  sha256     outputs " << OutputsSha256(outputs) << "\n";
   out << "             inputs  " << inputs_sha256 << "\n";
   if (!options.out.empty()) out << "  wrote      " << options.out << "\n";
