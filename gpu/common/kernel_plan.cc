@@ -78,18 +78,6 @@ std::string CapsText(const DeviceCaps& caps) {
          std::to_string(caps.max_shared_bytes) + " bytes of shared memory per block";
 }
 
-AttendGeometry AttendGeometryOf(const Config& config, const KernelShapes& shapes) {
-  AttendGeometry g;
-  g.total_q = shapes.total_q;
-  g.hq = config.num_q_heads;
-  g.hkv = config.num_kv_heads;
-  g.d = config.head_dim;
-  g.dv = config.value_dim;
-  g.bk = config.block_size;
-  g.top_k = config.top_k;
-  return g;
-}
-
 // The index branch. Low precision: max pooling where BlockMaxScores fits takes a block-max kernel (fp8 on e4m3
 // inputs on sm_90a, else wgmma on sm_90a, else mma; wgmma and mma give the same bits), mean pooling the mean-key
 // kernel, the rest (lse pooling; max past BlockMaxScores' dims) the token-score kernel.
@@ -222,7 +210,7 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,
                   AttendKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
-  const AttendGeometry g = AttendGeometryOf(config, shapes);
+  const AttendGeometry g = AttendGeometryOf(config, shapes.total_q);
   const bool kv_outer_fits =
       KvOuterAttendFits(g, caps) && PlanKvOuterChunks(g, shapes.num_blocks, kChunkBudgetBytes, false).ok;
   const bool wgmma_fits = kv_outer_fits && KvOuterWgmmaFits(g, caps);
@@ -279,8 +267,8 @@ Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel 
     *lists = KvLists::kNone;
     return Status::Ok();
   }
-  const bool direct_fits = PlanKvOuterChunks(AttendGeometryOf(config, shapes), shapes.num_blocks, kChunkBudgetBytes,
-                                             shapes.one_query_per_sequence)
+  const bool direct_fits = PlanKvOuterChunks(AttendGeometryOf(config, shapes.total_q), shapes.num_blocks,
+                                             kChunkBudgetBytes, shapes.one_query_per_sequence)
                                .direct_lists;
   if (requested == KvLists::kAuto) {
     *lists = direct_fits ? KvLists::kDirect : KvLists::kGeneral;
@@ -308,6 +296,18 @@ Override& TestOverride() {
 }
 
 }  // namespace
+
+AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q) {
+  AttendGeometry g;
+  g.total_q = total_q;
+  g.hq = config.num_q_heads;
+  g.hkv = config.num_kv_heads;
+  g.d = config.head_dim;
+  g.dv = config.value_dim;
+  g.bk = config.block_size;
+  g.top_k = config.top_k;
+  return g;
+}
 
 KernelShapes ShapesOf(const Config& config, const Batch& batch) {
   KernelShapes s;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "gpu/common/device_caps.h"
+#include "gpu/common/geometry.h"
 #include "msa/config.h"
 #include "msa/status.h"
 #include "msa/tensor.h"
@@ -85,6 +86,8 @@ struct KernelShapes {
   bool one_query_per_sequence = true;  // every sequence has at most one query (decode)
 };
 KernelShapes ShapesOf(const Config& config, const Batch& batch);
+// The main branch's launch geometry of `config` over total_q queries.
+AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q);
 
 // Every field concrete (no kAuto; lists kNone unless attend is KV-outer): `requested`'s non-auto fields as given,
 // the others by the heuristics in kernel_plan.cc. A requested value that cannot run on this config, batch and

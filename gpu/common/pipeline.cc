@@ -200,18 +200,6 @@ bool IsKvOuter(AttendKernel kernel) {
   return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma;
 }
 
-AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q) {
-  AttendGeometry g;
-  g.total_q = total_q;
-  g.hq = config.num_q_heads;
-  g.hkv = config.num_kv_heads;
-  g.d = config.head_dim;
-  g.dv = config.value_dim;
-  g.bk = config.block_size;
-  g.top_k = config.top_k;
-  return g;
-}
-
 Status NotPlanned(const char* stage) {
   return InvalidArgument(std::string("gpu pipeline: the plan's ") + stage + " is not concrete (use PlanKernels)");
 }

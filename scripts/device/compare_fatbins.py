@@ -19,7 +19,7 @@ import struct
 import subprocess
 import sys
 
-ANON = re.compile(rb"\d+_GLOBAL__N__[0-9a-f]{8}_\d+_\w+?_cu_[0-9a-f]{8}")
+ANON = re.compile(rb"\d+_GLOBAL__N__[0-9a-f]{8}_\d+_\w+?_cu_[0-9a-f]{8}|_INTERNAL_[0-9a-f]{8}_\d+_\w+?_cu_[0-9a-f]{8}")
 
 
 def cuda_objects(build_dir):
@@ -107,8 +107,11 @@ def elf_sections(elf):
             entries = []
             for i in range(0, size, 24):
                 st_name, st_info, st_other, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", body, i)
-                entries.append((ANON.sub(b"<anon>", name_at(strings, st_name)), st_info, st_other, st_shndx,
-                                st_value, st_size))
+                symbol = ANON.sub(b"<anon>", name_at(strings, st_name))
+                # A translation unit's internal objects (the CUDA headers' empty customization-point objects) are
+                # laid out in the order of their tagged names: their offsets follow the tag, not the code.
+                internal = symbol != name_at(strings, st_name) and (st_info & 0xF) == 1
+                entries.append((symbol, st_info, st_other, st_shndx, None if internal else st_value, st_size))
             body = repr(entries).encode()
         elif sh_type == 3:  # SHT_STRTAB: names only, compared through the symbols and section names
             body = repr(sorted(ANON.sub(b"<anon>", s) for s in elf[offset: offset + size].split(b"\0"))).encode()
