@@ -212,13 +212,16 @@ struct GpuCase {
   Problem problem;
 };
 
-// The kTagGpuLocalBlocks cases (local_blocks > 1, SPEC section 2; oracle/case_list.cc), generated.
-inline std::vector<GpuCase> LocalBlocksCases() {
+// The cases tagged `tags` (oracle/case_list.cc), each problem made by build(spec).
+inline std::vector<GpuCase> BuiltCases(uint32_t tags, Problem (*build)(ProblemSpec)) {
   std::vector<GpuCase> cases;
-  for (const TestCase& test_case : CasesTagged(kTagGpuLocalBlocks)) {
-    cases.push_back({test_case.name, GenerateProblem(test_case.spec)});
-  }
+  for (const TestCase& test_case : CasesTagged(tags)) cases.push_back({test_case.name, build(test_case.spec)});
   return cases;
+}
+
+// The kTagGpuLocalBlocks cases (local_blocks > 1, SPEC section 2), generated.
+inline std::vector<GpuCase> LocalBlocksCases() {
+  return BuiltCases(kTagGpuLocalBlocks, [](ProblemSpec spec) { return GenerateProblem(spec); });
 }
 
 // score_format fp16 with binary16 ties by construction (spec: its shapes, dtype, top_k, init and local blocks):
@@ -255,13 +258,7 @@ inline Problem Fp16TieProblem(ProblemSpec spec) {
 }
 
 // The kTagGpuFp16Ties cases (oracle/case_list.cc) with their binary16 ties written in (Fp16TieProblem).
-inline std::vector<GpuCase> Fp16TieCases() {
-  std::vector<GpuCase> cases;
-  for (const TestCase& test_case : CasesTagged(kTagGpuFp16Ties)) {
-    cases.push_back({test_case.name, Fp16TieProblem(test_case.spec)});
-  }
-  return cases;
-}
+inline std::vector<GpuCase> Fp16TieCases() { return BuiltCases(kTagGpuFp16Ties, Fp16TieProblem); }
 
 // A decode batch whose block scores overflow binary16 in exactly one (query, group) row (the first in the order
 // t * Hidx + r is what the reference reports): index_scale 1, index_q[query, group] = [+-256, 0, ...] there, and keys

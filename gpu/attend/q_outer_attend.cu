@@ -25,23 +25,13 @@ using q_outer::kKeyTile;
 using q_outer::kStride;
 using q_outer::kWarps;
 
-struct AttendLayout {
-  int max_keys_pad = 0;  // top_k * bk rounded up to the key tile
-  int s_stride = 0;      // halves per score row
-  size_t keypos = 0, qs = 0, kv = 0, scores = 0, bytes = 0;
-};
+// The kernel's shared-memory layout, q_outer::PlanLayout's (gpu/attend/q_outer_layout.h), under the type name the
+// kernel's symbol carries.
+struct AttendLayout : q_outer::SharedLayout {};
 
-// The kernel's copy of q_outer::PlanLayout (gpu/attend/q_outer_layout.h).
 AttendLayout Layout(const AttendGeometry& g) {
-  const q_outer::SharedLayout s = q_outer::PlanLayout(g);
   AttendLayout l;
-  l.max_keys_pad = s.max_keys_pad;
-  l.s_stride = s.s_stride;
-  l.keypos = s.keypos;
-  l.qs = s.qs;
-  l.kv = s.kv;
-  l.scores = s.scores;
-  l.bytes = s.bytes;
+  static_cast<q_outer::SharedLayout&>(l) = q_outer::PlanLayout(g);
   return l;
 }
 

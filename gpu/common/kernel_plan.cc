@@ -73,6 +73,18 @@ Status Refuse(const char* stage, const char* value, const std::string& reason) {
   return InvalidArgument("kernel plan: " + std::string(stage) + "=" + value + " cannot run: " + reason);
 }
 
+// An exact kernel runs precision exact only, and precision exact runs its stage's exact kernel only.
+Status RefusePrecision(const char* stage, const char* value, bool exact_kernel, const Config& config) {
+  const bool exact = config.precision == Precision::kExact;
+  if (exact_kernel && !exact) {
+    return Refuse(
+        stage, value,
+        "it computes the FP64 canonical order of precision exact, not " + std::string(PrecisionName(config.precision)));
+  }
+  if (!exact_kernel && exact) return Refuse(stage, value, "precision exact takes " + std::string(stage) + "=exact");
+  return Status::Ok();
+}
+
 std::string CapsText(const DeviceCaps& caps) {
   return "compute capability " + std::to_string(caps.major) + "." + std::to_string(caps.minor) + ", " +
          std::to_string(caps.max_shared_bytes) + " bytes of shared memory per block";
@@ -102,19 +114,12 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
     return Status::Ok();
   }
   const char* value = NameOf(kIndexNames, requested);
-  if (requested == IndexKernel::kExact) {
-    if (!exact)
-      return Refuse("index", value, "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
-  } else if (exact) {
-    return Refuse("index", value, "precision exact takes index=exact");
-  }
+  MSA_RETURN_IF_ERROR(RefusePrecision("index", value, requested == IndexKernel::kExact, config));
   const std::string block_max_rule =
       "needs max pooling, index_head_dim a multiple of 8 up to 128, block_size a multiple of 64 and index_scale > 0 "
       "(pooling " +
-      std::string(config.pooling == Pooling::kMax   ? "max"
-                  : config.pooling == Pooling::kLse ? "lse"
-                                                    : "mean") +
-      ", index_head_dim " + std::to_string(di) + ", block_size " + std::to_string(bk) + ")";
+      std::string(PoolingName(config.pooling)) + ", index_head_dim " + std::to_string(di) + ", block_size " +
+      std::to_string(bk) + ")";
   switch (requested) {
     case IndexKernel::kTokenScores:
       if (config.pooling == Pooling::kMean) return Refuse("index", value, "it pools by max or lse, not mean");
@@ -165,11 +170,7 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, TopKKernel req
     return Status::Ok();
   }
   const char* value = NameOf(kTopKNames, requested);
-  if (requested == TopKKernel::kExact) {
-    if (!exact) return Refuse("topk", value, "it ranks the FP64 scores of precision exact");
-  } else if (exact) {
-    return Refuse("topk", value, "precision exact takes topk=exact");
-  }
+  MSA_RETURN_IF_ERROR(RefusePrecision("topk", value, requested == TopKKernel::kExact, config));
   if ((requested == TopKKernel::kWarp || requested == TopKKernel::kThreshold) && !warp_fits) {
     return Refuse("topk", value, "needs top_k <= 33, not " + std::to_string(config.top_k));
   }
@@ -226,13 +227,7 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
     return Status::Ok();
   }
   const char* value = NameOf(kAttendNames, requested);
-  if (requested == AttendKernel::kExact) {
-    if (!exact)
-      return Refuse("attend", value,
-                    "it computes precision exact, not " + std::string(PrecisionName(config.precision)));
-  } else if (exact) {
-    return Refuse("attend", value, "precision exact takes attend=exact");
-  }
+  MSA_RETURN_IF_ERROR(RefusePrecision("attend", value, requested == AttendKernel::kExact, config));
   const std::string kv_outer_rule =
       "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, "
       "group size <= 64, top_k <= 32 and lists within 32-bit offsets";
