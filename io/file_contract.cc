@@ -18,12 +18,6 @@
 namespace msa {
 namespace {
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // A JSON value (or a string, quoted) spelled for a one-line message: escaped, invalid UTF-8 replaced, cut short.
 std::string Brief(const nlohmann::json& value) {
   constexpr size_t kMaxChars = 64;
@@ -101,7 +95,9 @@ Status ReadScaleField(const nlohmann::json& json, const std::string& origin, con
   return Status::Ok();
 }
 
-Status ParseConfigJson(const std::string& text, const std::string& origin, Config* config) {
+}  // namespace
+
+Status ConfigFromJson(const std::string& text, const std::string& origin, Config* config) {
   // Nothing nested is valid here; refusing deep values while parsing keeps Brief (nlohmann's dump recurses)
   // from overflowing the stack on them.
   constexpr int kMaxDepth = 16;
@@ -176,6 +172,8 @@ Status ParseConfigJson(const std::string& text, const std::string& origin, Confi
   return Status::Ok();
 }
 
+namespace {
+
 template <typename T>
 SafetensorsTensor RawTensor(std::string name, DType dtype, std::vector<int64_t> shape, const std::vector<T>& data) {
   SafetensorsTensor tensor;
@@ -205,7 +203,7 @@ Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& or
                            "(a JSON object with block_size, top_k, init_blocks, pooling)");
   }
   Config& config = loaded.config;
-  MSA_RETURN_IF_ERROR(ParseConfigJson(config_entry->second, origin, &config));
+  MSA_RETURN_IF_ERROR(ConfigFromJson(config_entry->second, origin, &config));
   // Head counts and dims come from the shapes (TakeFloatTensor checked that they fit in int);
   // ValidateIndexInputs / ValidateAttentionInputs check them all.
   config.num_q_heads = int(loaded.q.shape[1]);

@@ -9,6 +9,11 @@
 
 namespace msa {
 
+// Parses the file contract's msa_config JSON object (block_size, top_k, init_blocks, local_blocks, pooling, scales,
+// precision, index_format, score_format) into `config`'s fields and checks the config's own rules; head counts and
+// dims are left as they are (they come from the shapes). Messages read "<origin>: msa_config.<key> = <value>: ...".
+Status ConfigFromJson(const std::string& text, const std::string& origin, Config* config);
+
 // Builds a problem from an inputs file's tensors and its __metadata__["msa_config"]; head counts and dims
 // come from the shapes. Checks names, ranks, dtypes and the config keys; `origin` prefixes messages.
 // Does not run ValidateIndexInputs / ValidateAttentionInputs (RunBackend does).

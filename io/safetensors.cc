@@ -52,12 +52,6 @@ std::string Brief(const Json& value) {
 
 std::string Quoted(std::string_view text) { return Brief(Json(std::string(text.substr(0, kMaxQuotedChars + 1)))); }
 
-std::string ShapeString(std::span<const int64_t> shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // Elements in `shape`: 0 when any dimension is 0; false when a dimension is negative or the product
 // overflows int64.
 bool ElementCount(std::span<const int64_t> shape, int64_t* count) {
@@ -403,6 +397,12 @@ std::string LengthAndHeader(const SafetensorsFile& file) {
 }
 
 }  // namespace
+
+std::string ShapeString(std::span<const int64_t> shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + "]";
+}
 
 int64_t SafetensorsTensor::num_elements() const {
   int64_t count;

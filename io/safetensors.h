@@ -41,6 +41,9 @@ struct SafetensorsFile {
   const SafetensorsTensor* Find(std::string_view name) const;
 };
 
+// "[2, 3, 4]": a shape as messages spell it.
+std::string ShapeString(std::span<const int64_t> shape);
+
 // Reads and validates the file at `path`. IoError when it cannot be opened or read; InvalidArgument when
 // its content breaks a rule. On failure `*file` is left unchanged.
 Status ReadSafetensors(const std::string& path, SafetensorsFile* file);

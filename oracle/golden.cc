@@ -182,12 +182,6 @@ Status ReadManifest(const fs::path& dir, Manifest* manifest) {
 
 // ---- verify ---------------------------------------------------------------------------------------------
 
-std::string ShapeString(const std::vector<int64_t>& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
-}
-
 // Where two same-shaped tensors differ bitwise: the count and the first element with both values.
 std::string DescribeDifference(const SafetensorsTensor& stored, const SafetensorsTensor& recomputed) {
   const int64_t size = DTypeSize(stored.dtype), count = stored.num_elements();
