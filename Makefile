@@ -2,7 +2,10 @@
 BUILD ?= build
 JOBS ?= 2
 CMAKE_FLAGS ?=
-CONFIGURE = cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS)
+# The project's Python (scripts/install-python-deps): its tests, the numpy emulations and the msa_oracle module.
+VENV ?= $(CURDIR)/.venv
+PYTHON_FLAGS = -DPython3_EXECUTABLE=$(VENV)/bin/python
+CONFIGURE = cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(PYTHON_FLAGS) $(CMAKE_FLAGS)
 CLANG ?= clang++-14
 # make sanitize: the unit tests under ASan + UBSan (clang, RelWithDebInfo), UBSan fatal.
 SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
@@ -12,7 +15,7 @@ SANITIZE_LABELS ?= unit|reference|property|golden|fuzz
 SANITIZE_SIMD_TESTS ?= ^Canonical/Fp32OnEveryTarget|^Fp32Rank|^Fp32Range|^EveryCompiledTarget/SimdTarget\.(Canonical|NonFinite|Overflowing)
 # The sanitizer and fuzz builds leave the CUDA backend out (device code is not instrumented, and nvcc time
 # counts); on a GPU machine `make fuzz FUZZ_CMAKE_FLAGS=` makes the differential fuzzer judge gpu too.
-SANITIZE_CMAKE_FLAGS ?= -DMSA_ENABLE_CUDA=OFF -DMSA_BUILD_BENCH=OFF
+SANITIZE_CMAKE_FLAGS ?= -DMSA_ENABLE_CUDA=OFF -DMSA_BUILD_BENCH=OFF -DMSA_BUILD_PYTHON=OFF
 FUZZ_CMAKE_FLAGS ?= -DMSA_ENABLE_CUDA=OFF
 # make fuzz: each target runs FUZZ_SECONDS on a copy of its corpus under $(BUILD)-fuzz/corpus.
 FUZZ_SECONDS ?= 60
@@ -39,7 +42,7 @@ test: build reproducibility-clang sanitize
 
 reproducibility-clang: deps
 	@test -f $(BUILD)-clang/build.ninja || \
-	  $(CONFIGURE) -DCMAKE_CXX_COMPILER=clang++-14 -DMSA_ENABLE_CUDA=OFF -S . -B $(BUILD)-clang
+	  $(CONFIGURE) -DCMAKE_CXX_COMPILER=clang++-14 -DMSA_ENABLE_CUDA=OFF -DMSA_BUILD_PYTHON=OFF -S . -B $(BUILD)-clang
 	cmake --build $(BUILD)-clang -j $(JOBS) --target reproducibility_test
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -L golden
 
@@ -47,7 +50,7 @@ reproducibility-clang: deps
 # is left out: it builds an outside project that does not carry the sanitizer flags.
 sanitize: deps
 	@test -f $(BUILD)-asan/build.ninja || \
-	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS) \
+	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(PYTHON_FLAGS) $(CMAKE_FLAGS) \
 	    $(SANITIZE_CMAKE_FLAGS) -DCMAKE_CXX_COMPILER=$(CLANG) "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" -S . -B $(BUILD)-asan
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
@@ -61,7 +64,7 @@ sanitize: deps
 # Example: make fuzz FUZZ_TARGETS=fuzz_inputs FUZZ_SECONDS=600
 fuzz: deps
 	@test -f $(BUILD)-fuzz/build.ninja || \
-	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(CMAKE_FLAGS) \
+	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(PYTHON_FLAGS) $(CMAKE_FLAGS) \
 	    $(FUZZ_CMAKE_FLAGS) -DCMAKE_CXX_COMPILER=$(CLANG) -DMSA_FUZZ=ON -DBUILD_TESTING=OFF -S . -B $(BUILD)-fuzz
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 	@mkdir -p $(BUILD)-fuzz/artifacts

@@ -26,10 +26,13 @@ endforeach()
 foreach(msa_target msa_package msa_oracle)
   target_compile_options(${msa_target} INTERFACE $<INSTALL_INTERFACE:-ffp-contract=off>)
 endforeach()
-install(TARGETS msa_package msa_oracle msa_io msa_registry msa_simd msa_reference msa_core msa EXPORT msaTargets
+install(TARGETS msa_package msa_oracle msa_io msa_registry msa_reference msa_core msa EXPORT msaTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${MSA_INSTALL_INCLUDEDIR})
+if(MSA_HAVE_SIMD)  # the SIMD backend (simd/), linked into msa_registry
+  install(TARGETS msa_simd EXPORT msaTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endif()
 if(MSA_HAVE_CUDA)  # the CUDA backend (gpu/), linked into msa_registry; consumers find CUDAToolkit (msaConfig)
   install(TARGETS msa_gpu msa_gpu_plan EXPORT msaTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(FILES ${PROJECT_SOURCE_DIR}/gpu/gpu_backend.h DESTINATION ${MSA_INSTALL_INCLUDEDIR}/gpu)

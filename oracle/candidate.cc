@@ -49,9 +49,8 @@ Status ChooseRule(const std::string& setting, const CandidateRules& rules, const
                   const Chosen<T>& fallback, Chosen<T>* chosen) {
   *chosen = fallback;
   if (!setting.empty()) {
-    const std::string spelled = rules.spell(key);
-    if (!parse(setting, &chosen->value)) return InvalidArgument(spelled + " " + setting + ": must be " + names);
-    chosen->from = spelled;
+    if (!parse(setting, &chosen->value)) return InvalidArgument(rules.Setting(key, setting) + ": must be " + names);
+    chosen->from = rules.spell(key);
     return Status::Ok();
   }
   const auto entry = file.metadata.find(key);
@@ -93,6 +92,11 @@ Status ReadTopk(const SafetensorsTensor& topk, const std::string& origin, const 
 
 }  // namespace
 
+std::string CandidateRules::Setting(std::string_view key, std::string_view value) const {
+  const std::string spelled = spell(key);
+  return spelled + (spelled.ends_with('=') ? "" : " ") + std::string(value);
+}
+
 std::string CandidateRules::CliFlagSpelling(std::string_view key) {
   std::string flag = "--" + std::string(key);
   for (char& c : flag) c = c == '_' ? '-' : c;
@@ -121,7 +125,7 @@ Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, con
 
   Precision forced_precision = Precision::kExact;
   if (!rules.precision.empty() && !ParsePrecision(rules.precision, &forced_precision)) {
-    return InvalidArgument(rules.spell("precision") + " " + rules.precision + ": must be exact, fp32, bf16 or fp16");
+    return InvalidArgument(rules.Setting("precision", rules.precision) + ": must be exact, fp32, bf16 or fp16");
   }
   const struct {
     const char* name;

@@ -13,16 +13,22 @@
 
 namespace msa {
 
+// The outputs a candidate may supply (SPEC section 7).
+inline constexpr const char* kCandidateOutputNames[] = {"topk_indices", "out", "lse", "index_lse"};
+
 // The caller's settings of the format rules, each a name ("strict", "query_major", "2", "bf16", ...) or empty. An
 // empty rule takes the outputs' __metadata__ key of the same name, else its default: order strict, topk_layout
 // head_major, lse_base e, score_precision exact for an all-F64 candidate else fp32; `precision` (no metadata key)
 // judges every float output at it instead of at its own dtype.
 struct CandidateRules {
   std::string precision, score_precision, order, topk_layout, lse_base;
-  // How the caller spells the setting of rule `key` in messages and reports: "--topk-layout" for the tool.
+  // How the caller names the setting of rule `key` in reports: "--topk-layout" for the tool, "topk_layout=" for a
+  // keyword argument.
   std::string (*spell)(std::string_view key) = &CliFlagSpelling;
 
   static std::string CliFlagSpelling(std::string_view key);  // "--" + key with '_' as '-'
+  // A setting as the caller wrote it: "--order any", "order=any".
+  std::string Setting(std::string_view key, std::string_view value) const;
 };
 
 // Widens the outputs `file` holds into `candidate` after checking each one's shape against `problem` (topk_indices

@@ -1,0 +1,98 @@
+"""The FP64 reference through the package: selection, attention, or both, on the caller's arrays.
+
+Every backend's exact mode computes the canonical FP64 order of SPEC section 4 bit for bit, so `backend="auto"`
+(the fastest one available here) gives the reference's bits. Results are FP64 (int32 ids) and come back as the
+inputs' kind: numpy for numpy, torch for torch (on the inputs' device)."""
+import dataclasses
+from typing import Any
+
+from . import _arrays, _core
+from .config import Config
+
+
+@dataclasses.dataclass
+class Selection:
+    topk_indices: Any  # [Hidx, total_q, top_k] int32, -1 after the valid prefix, the local block last
+    block_scores: Any  # [Hidx, total_q, max_blocks] float64, -inf where invisible
+    index_lse: Any  # [Hidx, total_q] float64, natural log
+    backend: str  # the backend that computed them
+    kernel_plan: str  # the kernels it ran ("" for a backend with no choice of kernels)
+
+
+@dataclasses.dataclass
+class Attention:
+    out: Any  # [total_q, Hq, Dv] float64
+    lse: Any  # [total_q, Hq] float64, natural log
+    backend: str
+    kernel_plan: str
+
+
+@dataclasses.dataclass
+class Reference:
+    topk_indices: Any
+    block_scores: Any
+    index_lse: Any
+    out: Any
+    lse: Any
+    backend: str
+    kernel_plan: str
+
+
+def _config(config):
+    if config is None:
+        return Config()
+    if not isinstance(config, Config):
+        raise ValueError(f"config: expected a msa_oracle.Config, got {type(config).__name__}")
+    return config
+
+
+def _arguments(named, device_ok):
+    """{name: array} for the module: host copies of CUDA tensors unless the call runs them on the device."""
+    prepare = _arrays.for_module if device_ok else _arrays.on_host
+    return {name: prepare(value, name) for name, value in named.items()}
+
+
+def _results(result, names, example):
+    return {name: _arrays.like(result[name], example) for name in names}
+
+
+def select(index_q, index_k, cu_seqlens_q, cu_seqlens_k, *, config=None, backend="auto") -> Selection:
+    """The index branch (SPEC section 2): index_q [total_q, Hidx, Di], index_k [total_k, 1, Di], cu_seqlens_q and
+    cu_seqlens_k int32 [B+1]."""
+    config = _config(config)
+    args = _arguments(dict(index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k),
+                      device_ok=False)
+    result = _core.select(config.to_json(), **args, backend=backend)
+    return Selection(**_results(result, ("topk_indices", "block_scores", "index_lse"), index_q),
+                     backend=result["backend"], kernel_plan=result["kernel_plan"])
+
+
+def attend(q, k, v, topk_indices, cu_seqlens_q, cu_seqlens_k, *, config=None, backend="auto",
+           topk_layout="head_major") -> Attention:
+    """The main branch (SPEC section 3) on any valid selection: q [total_q, Hq, D], k [total_k, Hkv, D], v [total_k,
+    Hkv, Dv], topk_indices int32 in `topk_layout` (head_major [Hidx, total_q, top_k], or query_major, transposed
+    here), its valid prefix of each row read as a set."""
+    from . import layouts
+
+    config = _config(config)
+    topk_indices = layouts.topk(topk_indices, layout=topk_layout)
+    args = _arguments(dict(q=q, k=k, v=v, topk_indices=topk_indices, cu_seqlens_q=cu_seqlens_q,
+                           cu_seqlens_k=cu_seqlens_k), device_ok=False)
+    result = _core.attend(config.to_json(), **args, backend=backend)
+    return Attention(**_results(result, ("out", "lse"), q), backend=result["backend"],
+                     kernel_plan=result["kernel_plan"])
+
+
+def reference(q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k, *, config=None, backend="auto") -> Reference:
+    """Selection then attention on it: the whole layer's FP64 reference outputs."""
+    config = _config(config)
+    args = _arguments(dict(q=q, k=k, v=v, index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q,
+                           cu_seqlens_k=cu_seqlens_k), device_ok=False)
+    result = _core.reference(config.to_json(), **args, backend=backend)
+    names = ("topk_indices", "block_scores", "index_lse", "out", "lse")
+    return Reference(**_results(result, names, q), backend=result["backend"], kernel_plan=result["kernel_plan"])
+
+
+def backends():
+    """Every backend compiled into the module: [(name, available on this machine)], slowest first."""
+    return [tuple(entry) for entry in _core.backends()]
