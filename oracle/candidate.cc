@@ -49,7 +49,8 @@ Status ChooseRule(const std::string& setting, const CandidateRules& rules, const
                   const Chosen<T>& fallback, Chosen<T>* chosen) {
   *chosen = fallback;
   if (!setting.empty()) {
-    if (!parse(setting, &chosen->value)) return InvalidArgument(rules.Setting(key, setting) + ": must be " + names);
+    if (!parse(setting, &chosen->value))
+      return InvalidArgument(RuleSetting(rules.spell, key, setting) + ": must be " + names);
     chosen->from = rules.spell(key);
     return Status::Ok();
   }
@@ -75,7 +76,8 @@ Status ReadTopk(const SafetensorsTensor& topk, const std::string& origin, const 
     return InvalidArgument(origin + ": tensor \"topk_indices\" has shape " + ShapeString(topk.shape) + ", the " +
                            other_name + " layout, but the layout is " + std::string(TopkLayoutName(layout.value)) +
                            " (" + layout.from + ", shape " + ShapeString(want) + "): pass " +
-                           rules.spell("topk_layout") + " " + other_name + " or set __metadata__[\"topk_layout\"]");
+                           RuleSetting(rules.spell, "topk_layout", other_name) +
+                           " or set __metadata__[\"topk_layout\"]");
   }
   std::vector<double> values;
   MSA_RETURN_IF_ERROR(TakeOutput(topk, origin, want, true, &values));
@@ -91,17 +93,6 @@ Status ReadTopk(const SafetensorsTensor& topk, const std::string& origin, const 
 }
 
 }  // namespace
-
-std::string CandidateRules::Setting(std::string_view key, std::string_view value) const {
-  const std::string spelled = spell(key);
-  return spelled + (spelled.ends_with('=') ? "" : " ") + std::string(value);
-}
-
-std::string CandidateRules::CliFlagSpelling(std::string_view key) {
-  std::string flag = "--" + std::string(key);
-  for (char& c : flag) c = c == '_' ? '-' : c;
-  return flag;
-}
 
 Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, const Problem& problem,
                      const CandidateRules& rules, Candidate* candidate, CandidateFormat* format) {
@@ -125,7 +116,8 @@ Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, con
 
   Precision forced_precision = Precision::kExact;
   if (!rules.precision.empty() && !ParsePrecision(rules.precision, &forced_precision)) {
-    return InvalidArgument(rules.Setting("precision", rules.precision) + ": must be exact, fp32, bf16 or fp16");
+    return InvalidArgument(RuleSetting(rules.spell, "precision", rules.precision) +
+                           ": must be exact, fp32, bf16 or fp16");
   }
   const struct {
     const char* name;

@@ -22,13 +22,7 @@ inline constexpr const char* kCandidateOutputNames[] = {"topk_indices", "out", "
 // judges every float output at it instead of at its own dtype.
 struct CandidateRules {
   std::string precision, score_precision, order, topk_layout, lse_base;
-  // How the caller names the setting of rule `key` in reports: "--topk-layout" for the tool, "topk_layout=" for a
-  // keyword argument.
-  std::string (*spell)(std::string_view key) = &CliFlagSpelling;
-
-  static std::string CliFlagSpelling(std::string_view key);  // "--" + key with '_' as '-'
-  // A setting as the caller wrote it: "--order any", "order=any".
-  std::string Setting(std::string_view key, std::string_view value) const;
+  RuleSpelling spell = &CliFlagSpelling;  // how the caller names a rule's setting in messages and reports
 };
 
 // Widens the outputs `file` holds into `candidate` after checking each one's shape against `problem` (topk_indices

@@ -137,8 +137,16 @@ struct Verdict {
 Status Judge(const Problem& problem, const Outputs& reference, const Candidate& candidate, const JudgeOptions& options,
              Verdict* verdict);
 
-// A short human report: which rules applied and why, what passed, what failed, the worst positions.
-std::string FormatVerdict(const Verdict& verdict);
+// How a caller names the setting of a judging rule (key "order", "topk_layout", ...) in reports and messages: the
+// tool's flags ("--topk-layout") by default, keyword arguments ("topk_layout=") in the Python package.
+using RuleSpelling = std::string (*)(std::string_view key);
+std::string CliFlagSpelling(std::string_view key);  // "--" + key with '_' as '-'
+// A setting as the caller writes it: "--order any", "order=any".
+std::string RuleSetting(RuleSpelling spell, std::string_view key, std::string_view value);
+
+// A short human report: which rules applied and why, what passed, what failed, the worst positions; the advice it
+// gives names rule settings as `spell` does.
+std::string FormatVerdict(const Verdict& verdict, RuleSpelling spell = &CliFlagSpelling);
 // The same as JSON.
 std::string VerdictToJson(const Verdict& verdict);
 

@@ -95,7 +95,7 @@ std::string RowText(const Mismatch& m) {
   return "      group " + std::to_string(m.head) + " " + Where(row) + ": " + m.why + "\n";
 }
 
-std::string SelectionText(const Verdict& verdict) {
+std::string SelectionText(const Verdict& verdict, RuleSpelling spell) {
   const SelectionVerdict& s = verdict.selection;
   if (!s.judged) return "  selection  not supplied\n";
   const bool rows_pass = s.invalid_rows == 0 && s.violation_rows == 0;
@@ -112,23 +112,35 @@ std::string SelectionText(const Verdict& verdict) {
     for (const Mismatch& m : s.order_listed) text += RowText(m);
     text +=
         "      if the implementation's contract orders the valid prefix otherwise (vLLM and SGLang put the forced "
-        "blocks first), judge with --order any (or metadata order = any)\n";
+        "blocks first), judge with " +
+        RuleSetting(spell, "order", "any") + " (or metadata order = any)\n";
   }
   if (s.layout.transposed_passes) {
     const TopkLayout other =
         s.layout.assumed == TopkLayout::kHeadMajor ? TopkLayout::kQueryMajor : TopkLayout::kHeadMajor;
     text += "  layout     FAIL  read as " + std::string(TopkLayoutName(s.layout.assumed)) +
             " (total_q == Hidx: the shape cannot tell), that reading fails; read as " +
-            std::string(TopkLayoutName(other)) + " every row passes: pass --topk-layout " +
-            std::string(TopkLayoutName(other)) + " (or metadata topk_layout)\n";
+            std::string(TopkLayoutName(other)) + " every row passes: pass " +
+            RuleSetting(spell, "topk_layout", TopkLayoutName(other)) + " (or metadata topk_layout)\n";
   }
   return text;
 }
 
 }  // namespace
 
-std::string FormatVerdict(const Verdict& verdict) {
-  std::string text = RulesText(verdict) + SelectionText(verdict);
+std::string CliFlagSpelling(std::string_view key) {
+  std::string flag = "--" + std::string(key);
+  for (char& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+std::string RuleSetting(RuleSpelling spell, std::string_view key, std::string_view value) {
+  const std::string spelled = spell(key);
+  return spelled + (spelled.ends_with('=') ? "" : " ") + std::string(value);
+}
+
+std::string FormatVerdict(const Verdict& verdict, RuleSpelling spell) {
+  std::string text = RulesText(verdict) + SelectionText(verdict, spell);
   for (const TensorVerdict& t : verdict.tensors) {
     char line[512];
     if (verdict.exact_bits) {

@@ -84,9 +84,10 @@ def check(*, inputs, outputs, config=None, order="strict", topk_layout="head_maj
     for name, value in (("inputs", inputs), ("outputs", outputs)):
         if not isinstance(value, dict):
             raise ValueError(f"{name}: expected a dict of arrays, got {type(value).__name__}")
-    rules = dict(order=order, topk_layout=topk_layout, lse_base=lse_base, score_precision=score_precision,
-                 precision=precision)
-    rules = {name: str(value) for name, value in rules.items() if value is not None}
+    # A rule at its default is not passed on, so that the report says where the rule came from: the default.
+    rules = dict(order=(order, "strict"), topk_layout=(topk_layout, "head_major"), lse_base=(lse_base, "e"),
+                 score_precision=(score_precision, None), precision=(precision, None))
+    rules = {name: str(value) for name, (value, default) in rules.items() if value != default}
     if dump_dir is None:
         base = os.environ.get("MSA_ORACLE_DUMP_DIR") or tempfile.gettempdir()
         dump_dir = os.path.join(base, "msa-check-" + uuid.uuid4().hex[:12])

@@ -164,11 +164,12 @@ def from_paged(k_cache, v_cache, page_table, seq_lens, layout="official", *, ind
     if index_cache.ndim != 3 or index_cache.shape[1] != page_size:
         raise ValueError(f"index_cache: shape {tuple(index_cache.shape)} must be [pages, {page_size}, Di] or "
                          f"[pages, 1, {page_size}, Di]")
+    index_ops = _Ops(index_cache)
     index_table = page_table if index_page_table is None else index_page_table
-    _, index_pages = _lengths_and_pages(index_table, seq_lens, spec, index_cache.shape[0], page_size, ops)
-    index_parts = _sequences(index_cache[:, None], index_pages, lengths, "HND", ops)  # [pages, 1, page_size, Di]
-    index_k = ops.concatenate(index_parts, (0, 1, index_cache.shape[2]), index_cache)
-    return ops.contiguous(k), ops.contiguous(v), ops.contiguous(ops.exact_float(index_k)), cu_seqlens_k
+    _, index_pages = _lengths_and_pages(index_table, seq_lens, spec, index_cache.shape[0], page_size, index_ops)
+    index_parts = _sequences(index_cache[:, None], index_pages, lengths, "HND", index_ops)  # [pages, 1, page, Di]
+    index_k = index_ops.concatenate(index_parts, (0, 1, index_cache.shape[2]), index_cache)
+    return ops.contiguous(k), ops.contiguous(v), index_ops.contiguous(index_ops.exact_float(index_k)), cu_seqlens_k
 
 
 def topk(x, layout="head_major"):

@@ -14,17 +14,21 @@ def pytest_addoption(parser):
     group.addoption("--msa-case", default=None, metavar="NAME", help="only this case of the suite")
 
 
+def _chosen_cases(config):
+    wanted = config.getoption("msa_case")
+    return golden.case_names(config.getoption("msa_suite")) if wanted is None else [wanted]
+
+
+def pytest_configure(config):
+    suite, wanted = config.getoption("msa_suite"), config.getoption("msa_case")
+    if wanted is not None and wanted not in golden.case_names(suite):
+        raise pytest.UsageError(f"--msa-case {wanted}: not a case of suite {suite} (see msa_oracle.golden.case_names)")
+
+
 def pytest_generate_tests(metafunc):
-    if "msa_case" not in metafunc.fixturenames:
-        return
-    suite = metafunc.config.getoption("msa_suite")
-    names = golden.case_names(suite)
-    wanted = metafunc.config.getoption("msa_case")
-    if wanted is not None:
-        if wanted not in names:
-            raise pytest.UsageError(f"--msa-case {wanted}: not a case of suite {suite} (see msa_oracle.golden.case_names)")
-        names = [wanted]
-    metafunc.parametrize("msa_case", names, indirect=True, ids=names)
+    if "msa_case" in metafunc.fixturenames:
+        names = _chosen_cases(metafunc.config)
+        metafunc.parametrize("msa_case", names, indirect=True, ids=names)
 
 
 @pytest.fixture(scope="session")

@@ -81,8 +81,7 @@ TensorView FloatTensor(const Array& array, const char* name, const char* shape_t
                               .c_str());
   }
   if (array.ndim() != 3) {
-    throw nb::value_error(
-        (std::string(name) + ": shape " + Shape(array) + " must be rank 3 " + shape_text).c_str());
+    throw nb::value_error((std::string(name) + ": shape " + Shape(array) + " must be rank 3 " + shape_text).c_str());
   }
   if (array.shape(2) > 1 && array.stride(2) != 1) {
     throw nb::value_error((std::string(name) + ": its last axis has stride " + std::to_string(array.stride(2)) +
@@ -108,9 +107,9 @@ std::span<const int32_t> Int32Vector(const Array& array, const char* name) {
                               .c_str());
   }
   if (array.shape(0) > 1 && array.stride(0) != 1) {
-    throw nb::value_error((std::string(name) + ": stride " + std::to_string(array.stride(0)) +
-                           ": must be contiguous (stride 1)")
-                              .c_str());
+    throw nb::value_error(
+        (std::string(name) + ": stride " + std::to_string(array.stride(0)) + ": must be contiguous (stride 1)")
+            .c_str());
   }
   return {static_cast<const int32_t*>(array.data()), array.shape(0)};
 }

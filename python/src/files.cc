@@ -77,7 +77,8 @@ nb::list SuiteCaseNames(const std::string& suite) {
 
 // Writes the suite's cases (all, or those named) and MANIFEST.json under `dir` (oracle/golden.h GenerateGolden);
 // on_case(index, count, name, seconds) after each case.
-void GenerateGoldenBinding(const std::string& dir, const std::string& suite, std::optional<std::vector<std::string>> names,
+void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
+                           std::optional<std::vector<std::string>> names,
                            const std::function<void(int, int, std::string, double)>& on_case) {
   std::vector<TestCase> cases = SuiteCases(suite);
   if (names) {

@@ -42,8 +42,8 @@ SafetensorsFile ImageOf(const nb::dict& arrays, const char* what, const char* co
   for (const auto& [key, value] : arrays) {
     const std::string name = nb::cast<std::string>(key);
     if (!Known(name, known)) {
-      throw nb::value_error((std::string(what) + ": unknown tensor \"" + name + "\" (known: " + Listed(known) + ")")
-                                .c_str());
+      throw nb::value_error(
+          (std::string(what) + ": unknown tensor \"" + name + "\" (known: " + Listed(known) + ")").c_str());
     }
     file.tensors.push_back(ToSafetensors(nb::cast<Array>(value), name));
   }
@@ -58,8 +58,8 @@ struct Dumped {
 };
 
 // Writes the two images where `msa check` can read them again: the outputs with the caller's rules as metadata.
-Status Dump(const std::string& dir, const SafetensorsFile& inputs, SafetensorsFile outputs,
-            const CandidateRules& rules, Dumped* dumped) {
+Status Dump(const std::string& dir, const SafetensorsFile& inputs, SafetensorsFile outputs, const CandidateRules& rules,
+            Dumped* dumped) {
   std::error_code error;
   std::filesystem::create_directories(dir, error);
   if (error) return IoError(dir + ": cannot create the directory: " + error.message());
@@ -67,9 +67,9 @@ Status Dump(const std::string& dir, const SafetensorsFile& inputs, SafetensorsFi
   dumped->outputs = (std::filesystem::path(dir) / "outputs.safetensors").string();
   MSA_RETURN_IF_ERROR(WriteSafetensors(dumped->inputs, inputs));
   const std::pair<const char*, const std::string*> settings[] = {{"score_precision", &rules.score_precision},
-                                                                  {"order", &rules.order},
-                                                                  {"topk_layout", &rules.topk_layout},
-                                                                  {"lse_base", &rules.lse_base}};
+                                                                 {"order", &rules.order},
+                                                                 {"topk_layout", &rules.topk_layout},
+                                                                 {"lse_base", &rules.lse_base}};
   static_assert(std::size(settings) == std::size(kMetadataRules));
   for (const auto& [key, value] : settings) {
     if (!value->empty()) outputs.metadata[key] = *value;
@@ -107,9 +107,10 @@ nb::dict CheckBinding(const std::string& config_json, const nb::dict& inputs, co
   }
   nb::dict result;
   result["passed"] = verdict.passed();
-  result["report"] = FormatVerdict(verdict);
+  result["report"] = FormatVerdict(verdict, &KeywordSpelling);
   result["json"] = VerdictToJson(verdict);
-  result["dumped"] = dumped.inputs.empty() ? nb::object(nb::none()) : nb::object(nb::make_tuple(dumped.inputs, dumped.outputs));
+  result["dumped"] =
+      dumped.inputs.empty() ? nb::object(nb::none()) : nb::object(nb::make_tuple(dumped.inputs, dumped.outputs));
   return result;
 }
 
