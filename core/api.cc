@@ -1,7 +1,9 @@
 // The entry points: shared validation, availability and support checks, then the backend's function.
 #include <charconv>
 #include <cmath>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "msa/msa.h"
@@ -16,9 +18,23 @@ Status CheckBackend(const Backend& backend, const Config& config) {
   return backend.supports(config);
 }
 
+// Views in device memory go only to a backend that reads them.
+Status CheckMemory(const Backend& backend, std::initializer_list<std::pair<const char*, const TensorView*>> views) {
+  for (const auto& [name, view] : views) {
+    if (view->memory != Memory::kHost && !backend.reads_device_memory) {
+      return InvalidArgument(std::string(name) + " is in CUDA device memory, but backend " + std::string(backend.name) +
+                             " reads host memory only: copy it to the host or use a backend that reads device memory");
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded) {
+  if (view.memory != Memory::kHost) {
+    return Unsupported(std::string(name) + " is in CUDA device memory: index_format e4m3 rounds host inputs only");
+  }
   storage->resize(size_t(view.rows * view.heads * view.dim));
   double* out = storage->data();
   for (int64_t row = 0; row < view.rows; ++row) {
@@ -46,6 +62,7 @@ Status Select(const Backend& backend, const Config& config, const IndexInputs& i
   const bool has_rows = inputs.batch.total_q() > 0;  // an all-empty batch has nothing to write
   if (has_rows && outputs.topk_indices == nullptr) return InvalidArgument("topk_indices: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
+  MSA_RETURN_IF_ERROR(CheckMemory(backend, {{"index_q", &inputs.index_q}, {"index_k", &inputs.index_k}}));
   if (config.index_format == IndexFormat::kNative) return backend.select(config, inputs, outputs, progress);
   std::vector<double> index_q, index_k;  // [total_q, Hidx, Di], [total_k, 1, Di] as E4M3 values
   IndexInputs rounded = inputs;
@@ -62,6 +79,7 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
   if (has_rows && outputs.out == nullptr) return InvalidArgument("out: output pointer is null");
   if (has_rows && outputs.lse == nullptr) return InvalidArgument("lse: output pointer is null");
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
+  MSA_RETURN_IF_ERROR(CheckMemory(backend, {{"q", &inputs.q}, {"k", &inputs.k}, {"v", &inputs.v}}));
   MSA_RETURN_IF_ERROR(backend.attend(config, inputs, selection, outputs, progress));
   return RequireFiniteAttention(config, inputs.batch, outputs);
 }

@@ -24,7 +24,8 @@ namespace msa::gpu {
 namespace {
 
 thread_local double last_kernel_seconds = 0.0;
-thread_local std::string last_plan;  // the stages of the last select or attend call of this thread
+thread_local int64_t last_input_upload_bytes = 0;  // input tensor bytes copied from the host by the last call
+thread_local std::string last_plan;                // the stages of the last select or attend call of this thread
 
 constexpr int kExactMaxDim = 512;
 constexpr int kMaxTopK = 4096;
@@ -138,25 +139,84 @@ struct DeviceTensor {
   DeviceBuffer<uint8_t> e4m3;  // with_e4m3: the values as E4M3 bytes too (the fp8 index kernel's inputs)
 };
 
+// A device view's elements packed [rows, heads, dim] on the device: the view's own memory when it is packed
+// already, else a device-to-device copy into *copy (one 2-D copy per head). The host never sees them.
+Status PackedOnDevice(const TensorView& view, const char* name, DeviceBuffer<unsigned char>* copy,
+                      const void** packed) {
+  int current = 0;
+  MSA_CUDA_RETURN_IF_ERROR(cudaGetDevice(&current));
+  if (view.device != current) {
+    return InvalidArgument(std::string(name) + " is on CUDA device " + std::to_string(view.device) +
+                           " but the gpu backend runs on device " + std::to_string(current));
+  }
+  if (view.row_stride < 0 || view.head_stride < 0) {
+    return InvalidArgument(std::string(name) + ": a view in device memory must have non-negative strides");
+  }
+  if (view.row_stride == view.heads * view.dim && view.head_stride == view.dim) {
+    *packed = view.data;
+    return Status::Ok();
+  }
+  const size_t es = size_t(DTypeSize(view.dtype)), row_bytes = size_t(view.heads * view.dim) * es;
+  MSA_RETURN_IF_ERROR(copy->Allocate(view.rows * view.heads * view.dim * int64_t(es), name));
+  for (int64_t head = 0; head < view.heads; ++head) {
+    const auto* src = static_cast<const unsigned char*>(view.data) + size_t(head * view.head_stride) * es;
+    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy2D(copy->get() + size_t(head * view.dim) * es, row_bytes, src,
+                                          size_t(view.row_stride) * es, size_t(view.dim) * es, size_t(view.rows),
+                                          cudaMemcpyDeviceToDevice));
+  }
+  *packed = copy->get();
+  return Status::Ok();
+}
+
+// What ValidateFinite checks of host views, for a view read on the device: its first element that is not finite is
+// refused with the same message.
+Status RequireFiniteOnDevice(const void* packed, const TensorView& view, const char* name) {
+  const unsigned long long none = std::numeric_limits<unsigned long long>::max();
+  DeviceBuffer<unsigned long long> first;
+  MSA_RETURN_IF_ERROR(first.Allocate(1, "finiteness flag"));
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(first.get(), &none, sizeof none, cudaMemcpyHostToDevice));
+  const int64_t n = view.rows * view.heads * view.dim;
+  MSA_CUDA_RETURN_IF_ERROR(FirstNonFinite(packed, TypeCode(view.dtype), n, first.get()));
+  unsigned long long bad = none;
+  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(&bad, first.get(), sizeof bad, cudaMemcpyDeviceToHost));
+  if (bad == none) return Status::Ok();
+  const size_t es = size_t(DTypeSize(view.dtype));
+  unsigned char element[8] = {};
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(element, static_cast<const unsigned char*>(packed) + bad * es, es, cudaMemcpyDeviceToHost));
+  const int64_t i = int64_t(bad);
+  return NonFiniteInput(name, i / (view.heads * view.dim), i / view.dim % view.heads, i % view.dim,
+                        LoadAsDouble(element, view.dtype, 0));
+}
+
+// A view on the device as the kernels take it: exact mode widens it to double, low precision rounds it to 16 bits.
+// A host view is packed and copied over (counted in last_input_upload_bytes); a device view is read where it is.
 Status Upload(const TensorView& view, Precision precision, const char* name, DeviceTensor* tensor,
               bool with_e4m3 = false) {
   const int64_t n = view.rows * view.heads * view.dim;
   if (n == 0) return Status::Ok();
-  const std::vector<unsigned char> packed = Pack(view);
   DeviceBuffer<unsigned char> raw;
-  MSA_RETURN_IF_ERROR(raw.Allocate(int64_t(packed.size()), name));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(raw.get(), packed.data(), packed.size(), cudaMemcpyHostToDevice));
+  const void* packed = nullptr;
+  if (view.memory == Memory::kHost) {
+    const std::vector<unsigned char> host = Pack(view);
+    MSA_RETURN_IF_ERROR(raw.Allocate(int64_t(host.size()), name));
+    MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(raw.get(), host.data(), host.size(), cudaMemcpyHostToDevice));
+    last_input_upload_bytes += int64_t(host.size());
+    packed = raw.get();
+  } else {
+    MSA_RETURN_IF_ERROR(PackedOnDevice(view, name, &raw, &packed));
+    MSA_RETURN_IF_ERROR(RequireFiniteOnDevice(packed, view, name));
+  }
   if (precision == Precision::kExact) {
     MSA_RETURN_IF_ERROR(tensor->wide.Allocate(n, name));
-    MSA_CUDA_RETURN_IF_ERROR(WidenToDouble(raw.get(), TypeCode(view.dtype), n, tensor->wide.get()));
+    MSA_CUDA_RETURN_IF_ERROR(WidenToDouble(packed, TypeCode(view.dtype), n, tensor->wide.get()));
   } else {
     MSA_RETURN_IF_ERROR(tensor->narrow.Allocate(n, name));
-    MSA_CUDA_RETURN_IF_ERROR(
-        RoundToLowp(raw.get(), TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
+    MSA_CUDA_RETURN_IF_ERROR(RoundToLowp(packed, TypeCode(view.dtype), n, LowpCode(precision), tensor->narrow.get()));
   }
   if (with_e4m3) {
     MSA_RETURN_IF_ERROR(tensor->e4m3.Allocate(n, name));
-    MSA_CUDA_RETURN_IF_ERROR(RoundToE4M3(raw.get(), TypeCode(view.dtype), n, tensor->e4m3.get()));
+    MSA_CUDA_RETURN_IF_ERROR(RoundToE4M3(packed, TypeCode(view.dtype), n, tensor->e4m3.get()));
   }
   MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // `raw` is freed on return
   return Status::Ok();
@@ -232,6 +292,7 @@ Status DownloadBlockScores(const Config& config, const SelectWorkspace& ws, cons
 Status SelectImpl(const Config& config, const IndexInputs& inputs, const SelectionOutputs& outputs,
                   const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
+  last_input_upload_bytes = 0;
   last_plan.clear();
   const Batch& batch = inputs.batch;
   KernelPlan requested;
@@ -301,6 +362,7 @@ Status SelectImpl(const Config& config, const IndexInputs& inputs, const Selecti
 Status AttendImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                   const AttentionOutputs& outputs, const ProgressFn& progress) {
   last_kernel_seconds = 0.0;
+  last_input_upload_bytes = 0;
   last_plan.clear();
   const Batch& batch = inputs.batch;
   KernelPlan requested;
@@ -367,10 +429,20 @@ std::string LastPlan() { return last_plan; }
 
 }  // namespace
 
-Backend GpuBackend() { return Backend{"gpu", IsAvailable, Supports, SelectImpl, AttendImpl, LastPlan}; }
+Backend GpuBackend() {
+  return Backend{.name = "gpu",
+                 .is_available = IsAvailable,
+                 .supports = Supports,
+                 .select = SelectImpl,
+                 .attend = AttendImpl,
+                 .reads_device_memory = true,
+                 .last_plan = LastPlan};
+}
 
 std::string DeviceDescription() { return Info().description; }
 
 double LastKernelSeconds() { return last_kernel_seconds; }
+
+int64_t LastInputUploadBytes() { return last_input_upload_bytes; }
 
 }  // namespace msa::gpu

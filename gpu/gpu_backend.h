@@ -6,6 +6,7 @@
 #ifndef MSA_GPU_GPU_BACKEND_H_
 #define MSA_GPU_GPU_BACKEND_H_
 
+#include <cstdint>
 #include <string>
 
 #include "msa/msa.h"
@@ -20,6 +21,10 @@ std::string DeviceDescription();
 // Device time of the kernels of the most recent select or attend call of this thread, in seconds (host
 // packing and transfers excluded; 0 before any call).
 double LastKernelSeconds();
+
+// Bytes of input tensors (q, k, v, index_q, index_k) the most recent select or attend call of this thread copied from
+// host memory: 0 when every input was a view in device memory (TensorView::memory), read where it is.
+int64_t LastInputUploadBytes();
 
 }  // namespace msa::gpu
 

@@ -18,6 +18,8 @@ namespace msa::gpu {
 
 // Exact widening of n packed elements of `type` to double.
 cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst);
+// *first = min(*first, i) over the packed elements i of `type` that are not finite (*first untouched when all are).
+cudaError_t FirstNonFinite(const void* src, int type, int64_t n, unsigned long long* first);
 // Round-to-nearest-even narrowing of n packed elements of `type` to bf16 or fp16 (raw 16-bit storage).
 cudaError_t RoundToLowp(const void* src, int type, int64_t n, int lowp, uint16_t* dst);
 // Round-to-nearest-even narrowing of n packed elements of `type` to OCP E4M3FN bytes (sign, 4 exponent bits with

@@ -77,6 +77,7 @@ def random_inputs(lengths, seed):
                 index_q=normal(total_q, HKV, D), index_k=normal(total_k, 1, D), cu_seqlens_q=cu_q, cu_seqlens_k=cu_k)
 
 
+# docs:begin check
 @pytest.mark.parametrize("shape", SHAPES)
 def test_my_msa_matches_the_oracle(shape):
     inputs = random_inputs(SHAPES[shape], seed=len(shape))
@@ -84,6 +85,7 @@ def test_my_msa_matches_the_oracle(shape):
     # Replaces the hand-written FP32 reference and its assert_close: out judged at bf16, lse at fp32 (their dtypes),
     # the selection against fp32 index scores, each within 2x a naive evaluation at that precision.
     mo.check(inputs=inputs, outputs=dict(topk_indices=topk, out=out, lse=lse), config=CONFIG)
+# docs:end check
 
 
 def test_a_planted_bug_is_caught_and_its_row_named():

@@ -37,6 +37,13 @@ __global__ void WidenKernel(const void* src, int type, int64_t n, double* dst) {
   }
 }
 
+// *first = min(*first, i) over the elements i that are not finite (NaN or +-inf).
+__global__ void FirstNonFiniteKernel(const void* src, int type, int64_t n, unsigned long long* first) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if (!isfinite(LoadWide(src, type, i))) atomicMin(first, static_cast<unsigned long long>(i));
+  }
+}
+
 // Round to nearest even from double: round to float toward zero with a sticky last bit (round to odd), then
 // to the 16-bit format with round-to-nearest-even: no double-rounding error (float keeps > 2 extra bits).
 __device__ uint16_t NarrowTo16(double x, int lowp) {
@@ -151,6 +158,12 @@ __global__ void RankKernel(const S* bs, ChunkGeometry g, int32_t* topk) {
 cudaError_t WidenToDouble(const void* src, int type, int64_t n, double* dst) {
   if (n <= 0) return cudaSuccess;
   WidenKernel<<<CappedGrid(n), kThreads>>>(src, type, n, dst);
+  return cudaGetLastError();
+}
+
+cudaError_t FirstNonFinite(const void* src, int type, int64_t n, unsigned long long* first) {
+  if (n <= 0) return cudaSuccess;
+  FirstNonFiniteKernel<<<CappedGrid(n), kThreads>>>(src, type, n, first);
   return cudaGetLastError();
 }
 

@@ -65,6 +65,9 @@ struct Backend {
                    const ProgressFn& progress);
   Status (*attend)(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                    const AttentionOutputs& outputs, const ProgressFn& progress);
+  // Whether select/attend read views in CUDA device memory (TensorView::memory); the others are handed host views only
+  // (Select and Attend refuse device views for them).
+  bool reads_device_memory = false;
   // The kernels the last select/attend call of this thread ran ("index=wgmma,batch=per-sequence,topk=warp" after a
   // select, "attend=kv-outer-wgmma,lists=direct" after an attend), empty when the backend has no choice (nullptr)
   // or the call ran nothing.
@@ -81,12 +84,16 @@ const Backend* FastestBackend(const Config& config);
 // Sizes derived from the batch: max_blocks = ceil(max k_len / block_size).
 int64_t MaxBlocks(const Config& config, const Batch& batch);
 
-// Validation shared by every backend. Messages name the field, the value and the rule.
+// Validation shared by every backend. Messages name the field, the value and the rule. The values of views in device
+// memory are not read here: a backend that reads device memory checks that they are finite (NonFiniteInput).
 Status ValidateBatch(const Batch& batch);
 Status ValidateIndexInputs(const Config& config, const IndexInputs& inputs);
 Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inputs);
 // Each row: ids in [0, visible blocks), no duplicates, at least one id, -1 only after the valid prefix.
 Status ValidateSelectionForAttend(const Config& config, const Batch& batch, const SelectionView& selection);
+// The refusal of a non-finite input element, one message wherever it is found: "q[2, 1, 3] = nan: inputs must be
+// finite".
+Status NonFiniteInput(const char* name, int64_t row, int64_t head, int64_t d, double value);
 // After attention on finite inputs: every out [total_q, Hq, Dv] and lse [total_q, Hq] value is finite, else
 // InvalidArgument naming the first (query, head): a score or a weighted sum overflowed the backend's precision.
 // (A score that overflows to -inf is harmless: its weight is 0, as the exact value's would be.)

@@ -25,14 +25,21 @@ uint16_t DoubleToF16(double value);
 double BF16ToDouble(uint16_t bits);
 double F16ToDouble(uint16_t bits);
 
+// Where a view's elements are: host memory, or the memory of a CUDA device (read only by a backend whose
+// reads_device_memory is set; see msa.h).
+enum class Memory { kHost, kCudaDevice };
+
 // A read-only 3-D view [rows, heads, dim] of any floating dtype. Strides are in elements; dim is contiguous.
 struct TensorView {
   const void* data = nullptr;
   DType dtype = DType::kF64;
   int64_t rows = 0, heads = 0, dim = 0;
   int64_t row_stride = 0, head_stride = 0;
+  Memory memory = Memory::kHost;
+  int device = 0;  // the CUDA device ordinal, when memory is kCudaDevice
 
   int64_t Offset(int64_t row, int64_t head, int64_t d) const { return row * row_stride + head * head_stride + d; }
+  // Precondition: memory is kHost.
   double At(int64_t row, int64_t head, int64_t d) const { return LoadAsDouble(data, dtype, Offset(row, head, d)); }
 };
 

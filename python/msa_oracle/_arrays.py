@@ -55,6 +55,14 @@ def on_host(x, name: str):
     return for_module(x, name)
 
 
+def synchronize_cuda(values):
+    """Waits for the work queued on the current stream of the CUDA tensors' devices: the module's kernels run on the
+    default stream and must see what the caller's stream wrote."""
+    torch = _torch()
+    for device in {value.device for value in values if is_cuda(value)}:
+        torch.cuda.current_stream(device).synchronize()
+
+
 def like(array: np.ndarray, example):
     """A result (a numpy array the module made) as the kind of `example`: numpy stays numpy; for torch, a tensor
     sharing the array's memory, moved to `example`'s device when that is not the host."""

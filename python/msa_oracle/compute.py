@@ -2,7 +2,8 @@
 
 Every backend's exact mode computes the canonical FP64 order of SPEC section 4 bit for bit, so `backend="auto"`
 (the fastest one available here) gives the reference's bits. Results are FP64 (int32 ids) and come back as the
-inputs' kind: numpy for numpy, torch for torch (on the inputs' device)."""
+inputs' kind: numpy for numpy, torch for torch (on the inputs' device). CUDA tensors are read on the device by the
+gpu backend when it is here (the small cu_seqlens and selections are read on the host), else copied to the host."""
 import dataclasses
 from typing import Any
 
@@ -46,10 +47,19 @@ def _config(config):
     return config
 
 
-def _arguments(named, device_ok):
-    """{name: array} for the module: host copies of CUDA tensors unless the call runs them on the device."""
-    prepare = _arrays.for_module if device_ok else _arrays.on_host
-    return {name: prepare(value, name) for name, value in named.items()}
+_METADATA = ("cu_seqlens_q", "cu_seqlens_k", "topk_indices")  # small int32 arrays the module reads on the host
+
+
+def _placed(named, backend, config):
+    """(backend, {name: array} for the module). CUDA tensors are read where they are by the gpu backend (asked for,
+    or "auto" with it available here, in index_format native); otherwise they are copied to the host first."""
+    on_device = any(_arrays.is_cuda(value) for value in named.values())
+    available = dict(backends())
+    if on_device and backend in ("auto", "gpu") and available.get("gpu") and config.index_format == "native":
+        _arrays.synchronize_cuda(named.values())
+        return "gpu", {name: (_arrays.on_host if name in _METADATA else _arrays.for_module)(value, name)
+                       for name, value in named.items()}
+    return backend, {name: _arrays.on_host(value, name) for name, value in named.items()}
 
 
 def _results(result, names, example):
@@ -60,8 +70,8 @@ def select(index_q, index_k, cu_seqlens_q, cu_seqlens_k, *, config=None, backend
     """The index branch (SPEC section 2): index_q [total_q, Hidx, Di], index_k [total_k, 1, Di], cu_seqlens_q and
     cu_seqlens_k int32 [B+1]."""
     config = _config(config)
-    args = _arguments(dict(index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k),
-                      device_ok=False)
+    backend, args = _placed(dict(index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q,
+                                 cu_seqlens_k=cu_seqlens_k), backend, config)
     result = _core.select(config.to_json(), **args, backend=backend)
     return Selection(**_results(result, ("topk_indices", "block_scores", "index_lse"), index_q),
                      backend=result["backend"], kernel_plan=result["kernel_plan"])
@@ -76,8 +86,8 @@ def attend(q, k, v, topk_indices, cu_seqlens_q, cu_seqlens_k, *, config=None, ba
 
     config = _config(config)
     topk_indices = layouts.topk(topk_indices, layout=topk_layout)
-    args = _arguments(dict(q=q, k=k, v=v, topk_indices=topk_indices, cu_seqlens_q=cu_seqlens_q,
-                           cu_seqlens_k=cu_seqlens_k), device_ok=False)
+    backend, args = _placed(dict(q=q, k=k, v=v, topk_indices=topk_indices, cu_seqlens_q=cu_seqlens_q,
+                                 cu_seqlens_k=cu_seqlens_k), backend, config)
     result = _core.attend(config.to_json(), **args, backend=backend)
     return Attention(**_results(result, ("out", "lse"), q), backend=result["backend"],
                      kernel_plan=result["kernel_plan"])
@@ -86,8 +96,8 @@ def attend(q, k, v, topk_indices, cu_seqlens_q, cu_seqlens_k, *, config=None, ba
 def reference(q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k, *, config=None, backend="auto") -> Reference:
     """Selection then attention on it: the whole layer's FP64 reference outputs."""
     config = _config(config)
-    args = _arguments(dict(q=q, k=k, v=v, index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q,
-                           cu_seqlens_k=cu_seqlens_k), device_ok=False)
+    backend, args = _placed(dict(q=q, k=k, v=v, index_q=index_q, index_k=index_k, cu_seqlens_q=cu_seqlens_q,
+                                 cu_seqlens_k=cu_seqlens_k), backend, config)
     result = _core.reference(config.to_json(), **args, backend=backend)
     names = ("topk_indices", "block_scores", "index_lse", "out", "lse")
     return Reference(**_results(result, names, q), backend=result["backend"], kernel_plan=result["kernel_plan"])

@@ -73,7 +73,7 @@ std::string DTypeText(const Array& array) {
 }
 
 TensorView FloatTensor(const Array& array, const char* name, const char* shape_text) {
-  RequireHost(array, name);
+  const Memory memory = MemoryOf(array, name);
   DType dtype;
   if (!FloatDType(array, &dtype)) {
     throw nb::value_error((std::string(name) + ": dtype " + DTypeText(array) +
@@ -96,6 +96,10 @@ TensorView FloatTensor(const Array& array, const char* name, const char* shape_t
   view.dim = int64_t(array.shape(2));
   view.row_stride = array.stride(0);
   view.head_stride = array.stride(1);
+  if (memory == Memory::kCuda) {
+    view.memory = msa::Memory::kCudaDevice;
+    view.device = array.device_id();
+  }
   return view;
 }
 

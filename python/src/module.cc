@@ -7,6 +7,9 @@
 #include "io/file_contract.h"
 #include "python/src/arrays.h"
 #include "python/src/gil.h"
+#ifdef MSA_HAVE_CUDA
+#include "gpu/gpu_backend.h"
+#endif
 
 #ifndef MSA_BUILD_TOOL
 #define MSA_BUILD_TOOL ""
@@ -52,6 +55,10 @@ NB_MODULE(_core, m) {
   m.def("validate_config", &ValidateConfigJson, "config_json"_a, "origin"_a);
   m.def("view_info", &ViewInfo, "array"_a, "name"_a);
   m.def("computations_in_flight", [] { return computations_in_flight.load(); });
+#ifdef MSA_HAVE_CUDA
+  // Input bytes the gpu backend's last call on this thread copied from the host (0: it read device memory only).
+  m.def("gpu_last_input_upload_bytes", &msa::gpu::LastInputUploadBytes);
+#endif
   AddComputeFunctions(m);
   AddJudgeFunctions(m);
   AddFileFunctions(m);
