@@ -9,7 +9,7 @@ import pathlib
 import subprocess
 import sys
 
-FOLDERS = ["include", "core", "reference", "simd", "gpu", "io", "oracle", "tools", "fuzz", "bench", "tests", "docs"]
+FOLDERS = ["include", "core", "reference", "simd", "gpu", "io", "oracle", "tools", "fuzz", "bench", "tests", "docs", "python"]
 SUFFIXES = {".cc", ".h", ".cu", ".cuh"}
 
 

@@ -28,7 +28,8 @@ enum class Memory { kHost, kCuda };
 Memory MemoryOf(const Array& array, const char* name);  // ValueError for any other device
 
 // A float tensor [rows, heads, dim] (float64, float32, bfloat16 or float16) with its last axis contiguous, viewed
-// in place, in host or CUDA device memory (the view says which: only a backend that reads device memory takes it). `shape_text` ("[total_q, Hq, D]") completes the messages. ValueError on anything else.
+// in place, in host or CUDA device memory (the view says which: only a backend that reads device memory takes it).
+// `shape_text` ("[total_q, Hq, D]") completes the messages. ValueError on anything else.
 TensorView FloatTensor(const Array& array, const char* name, const char* shape_text);
 
 // A one-dimensional contiguous int32 array on the host (cu_seqlens), viewed in place.
