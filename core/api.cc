@@ -3,6 +3,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -82,6 +83,56 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
   MSA_RETURN_IF_ERROR(CheckMemory(backend, {{"q", &inputs.q}, {"k", &inputs.k}, {"v", &inputs.v}}));
   MSA_RETURN_IF_ERROR(backend.attend(config, inputs, selection, outputs, progress));
   return RequireFiniteAttention(config, inputs.batch, outputs);
+}
+
+Status Backward(const Backend& backend, const Config& config, const AttentionInputs& inputs,
+                const SelectionView& selection, const GradientInputs& gradients, const AttentionGradients& outputs,
+                const ProgressFn& progress) {
+  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(config, inputs));
+  MSA_RETURN_IF_ERROR(ValidateSelectionForAttend(config, inputs.batch, selection));
+  MSA_RETURN_IF_ERROR(ValidateGradientInputs(config, inputs.batch, gradients));
+  const bool has_rows = inputs.batch.total_q() > 0;
+  for (const auto& [name, pointer] : {std::pair{"dq", outputs.dq}, {"dk", outputs.dk}, {"dv", outputs.dv}}) {
+    if (has_rows && pointer == nullptr) return InvalidArgument(std::string(name) + ": output pointer is null");
+  }
+  MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
+  if (backend.backward == nullptr) return Unsupported("backend " + std::string(backend.name) + " has no backward");
+  MSA_RETURN_IF_ERROR(CheckMemory(
+      backend,
+      {{"q", &inputs.q}, {"k", &inputs.k}, {"v", &inputs.v}, {"dout", &gradients.dout}, {"dlse", &gradients.dlse}}));
+  return backend.backward(config, inputs, selection, gradients, outputs, progress);
+}
+
+Status IndexerKl(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
+                 const AttentionInputs& inputs, const SelectionView& selection, const IndexerKlOutputs& outputs,
+                 const ProgressFn& progress) {
+  MSA_RETURN_IF_ERROR(ValidateIndexInputs(config, index_inputs));
+  MSA_RETURN_IF_ERROR(ValidateAttentionInputs(config, inputs));
+  MSA_RETURN_IF_ERROR(ValidateSelectionForAttend(config, inputs.batch, selection));
+  const bool has_rows = inputs.batch.total_q() > 0;
+  for (const auto& [name, pointer] :
+       {std::pair{"kl_loss", outputs.kl_loss}, {"dqi", outputs.dqi}, {"dki", outputs.dki}}) {
+    if (pointer == nullptr && (has_rows || std::string_view(name) == "kl_loss")) {
+      return InvalidArgument(std::string(name) + ": output pointer is null");
+    }
+  }
+  MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
+  if (backend.indexer_kl == nullptr) {
+    return Unsupported("backend " + std::string(backend.name) + " has no indexer KL");
+  }
+  MSA_RETURN_IF_ERROR(CheckMemory(backend, {{"index_q", &index_inputs.index_q},
+                                            {"index_k", &index_inputs.index_k},
+                                            {"q", &inputs.q},
+                                            {"k", &inputs.k},
+                                            {"v", &inputs.v}}));
+  if (config.index_format == IndexFormat::kNative) {
+    return backend.indexer_kl(config, index_inputs, inputs, selection, outputs, progress);
+  }
+  std::vector<double> index_q, index_k;  // [total_q, Hidx, Di], [total_k, 1, Di] as E4M3 values
+  IndexInputs rounded = index_inputs;
+  MSA_RETURN_IF_ERROR(RoundViewToE4M3(index_inputs.index_q, "index_q", &index_q, &rounded.index_q));
+  MSA_RETURN_IF_ERROR(RoundViewToE4M3(index_inputs.index_k, "index_k", &index_k, &rounded.index_k));
+  return backend.indexer_kl(config, rounded, inputs, selection, outputs, progress);
 }
 
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,

@@ -165,6 +165,19 @@ Status ValidateAttentionInputs(const Config& config, const AttentionInputs& inpu
   return Status::Ok();
 }
 
+Status ValidateGradientInputs(const Config& config, const Batch& batch, const GradientInputs& gradients) {
+  const int64_t hq = config.num_q_heads, dv = config.value_dim;
+  MSA_RETURN_IF_ERROR(ValidateView("dout", gradients.dout, "cu_seqlens_q", batch.cu_seqlens_q, hq,
+                                   "must equal Hq = " + Str(hq) + " (dout has the shape of out)", dv,
+                                   "must equal Dv = " + Str(dv) + " (dout has the shape of out)"));
+  MSA_RETURN_IF_ERROR(ValidateFinite("dout", gradients.dout));
+  if (gradients.dlse.data == nullptr) return Status::Ok();
+  MSA_RETURN_IF_ERROR(ValidateView("dlse", gradients.dlse, "cu_seqlens_q", batch.cu_seqlens_q, hq,
+                                   "must equal Hq = " + Str(hq) + " (dlse has the shape of lse)", 1,
+                                   "must be 1 (dlse [total_q, Hq] has one value per row)"));
+  return ValidateFinite("dlse", gradients.dlse);
+}
+
 Status ValidateSelectionForAttend(const Config& config, const Batch& batch, const SelectionView& selection) {
   const int64_t total_q = batch.total_q();
   if (total_q > 0 && selection.topk_indices == nullptr) return InvalidArgument("topk_indices: data pointer is null");

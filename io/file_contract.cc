@@ -53,6 +53,19 @@ Status TakeFloatTensor(const SafetensorsFile& file, const std::string& origin, c
   return Status::Ok();
 }
 
+// Training's optional inputs (SPEC section 7): a float tensor of rank `rank` when present.
+Status TakeGradient(const SafetensorsFile& file, const std::string& origin, const char* name, size_t rank,
+                    const char* shape_text, std::optional<SafetensorsTensor>* tensor) {
+  const SafetensorsTensor* found = file.Find(name);
+  if (found == nullptr) return Status::Ok();
+  if (found->shape.size() != rank || !IsFloating(found->dtype)) {
+    return InvalidArgument(origin + ": tensor \"" + name + "\" is " + std::string(DTypeName(found->dtype)) + " " +
+                           ShapeString(found->shape) + ": must be a float tensor " + shape_text);
+  }
+  *tensor = *found;
+  return Status::Ok();
+}
+
 Status TakePrefixSums(const SafetensorsFile& file, const std::string& origin, const char* name,
                       std::vector<int32_t>* values) {
   const SafetensorsTensor* found = file.Find(name);
@@ -196,6 +209,8 @@ Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& or
   MSA_RETURN_IF_ERROR(TakeFloatTensor(file, origin, "index_k", &loaded.index_k));
   MSA_RETURN_IF_ERROR(TakePrefixSums(file, origin, "cu_seqlens_q", &loaded.cu_seqlens_q));
   MSA_RETURN_IF_ERROR(TakePrefixSums(file, origin, "cu_seqlens_k", &loaded.cu_seqlens_k));
+  MSA_RETURN_IF_ERROR(TakeGradient(file, origin, "dout", 3, "[total_q, Hq, Dv]", &loaded.dout));
+  MSA_RETURN_IF_ERROR(TakeGradient(file, origin, "dlse", 2, "[total_q, Hq]", &loaded.dlse));
   const auto config_entry = file.metadata.find("msa_config");
   if (config_entry == file.metadata.end()) {
     return InvalidArgument(origin +
@@ -234,6 +249,8 @@ SafetensorsFile ProblemToSafetensors(const Problem& problem) {
                   problem.index_k,
                   RawTensor("cu_seqlens_q", DType::kI32, {int64_t(problem.cu_seqlens_q.size())}, problem.cu_seqlens_q),
                   RawTensor("cu_seqlens_k", DType::kI32, {int64_t(problem.cu_seqlens_k.size())}, problem.cu_seqlens_k)};
+  if (problem.dout) file.tensors.push_back(*problem.dout);
+  if (problem.dlse) file.tensors.push_back(*problem.dlse);
   file.metadata["msa_config"] = ConfigToJson(problem.config);
   return file;
 }
@@ -242,6 +259,11 @@ std::string OutputsSha256(const Outputs& outputs) {
   Sha256 hasher;
   hasher.Update(outputs.topk_indices.data(), outputs.topk_indices.size() * sizeof(int32_t));
   for (const std::vector<double>* tensor : {&outputs.block_scores, &outputs.index_lse, &outputs.out, &outputs.lse}) {
+    hasher.Update(tensor->data(), tensor->size() * sizeof(double));
+  }
+  // Training's outputs are empty without dout: a v1 outputs hash keeps its value.
+  for (const std::vector<double>* tensor :
+       {&outputs.dq, &outputs.dk, &outputs.dv, &outputs.dqi, &outputs.dki, &outputs.kl_loss}) {
     hasher.Update(tensor->data(), tensor->size() * sizeof(double));
   }
   return ToHex(hasher.Finish());
@@ -258,6 +280,16 @@ SafetensorsFile OutputsToSafetensors(const Problem& problem, const Outputs& outp
                   RawTensor("index_lse", DType::kF64, {hidx, total_q}, outputs.index_lse),
                   RawTensor("out", DType::kF64, {total_q, c.num_q_heads, c.value_dim}, outputs.out),
                   RawTensor("lse", DType::kF64, {total_q, c.num_q_heads}, outputs.lse)};
+  if (outputs.has_training()) {
+    const int64_t total_k = problem.batch().total_k();
+    file.tensors.insert(file.tensors.end(),
+                        {RawTensor("dq", DType::kF64, {total_q, c.num_q_heads, c.head_dim}, outputs.dq),
+                         RawTensor("dk", DType::kF64, {total_k, c.num_kv_heads, c.head_dim}, outputs.dk),
+                         RawTensor("dv", DType::kF64, {total_k, c.num_kv_heads, c.value_dim}, outputs.dv),
+                         RawTensor("dqi", DType::kF64, {total_q, hidx, c.index_head_dim}, outputs.dqi),
+                         RawTensor("dki", DType::kF64, {total_k, 1, c.index_head_dim}, outputs.dki),
+                         RawTensor("kl_loss", DType::kF64, {}, outputs.kl_loss)});
+  }
   Config resolved = c;
   resolved.softmax_scale = c.SoftmaxScale();
   resolved.index_scale = c.IndexScale();

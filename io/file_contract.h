@@ -14,8 +14,9 @@ namespace msa {
 // dims are left as they are (they come from the shapes). Messages read "<origin>: msa_config.<key> = <value>: ...".
 Status ConfigFromJson(const std::string& text, const std::string& origin, Config* config);
 
-// Builds a problem from an inputs file's tensors and its __metadata__["msa_config"]; head counts and dims
-// come from the shapes. Checks names, ranks, dtypes and the config keys; `origin` prefixes messages.
+// Builds a problem from an inputs file's tensors (training's dout and dlse when present) and its
+// __metadata__["msa_config"]; head counts and dims come from the shapes. Checks names, ranks, dtypes and the config
+// keys; `origin` prefixes messages.
 // Does not run ValidateIndexInputs / ValidateAttentionInputs (RunBackend does).
 Status ProblemFromSafetensors(const SafetensorsFile& file, const std::string& origin, Problem* problem);
 
@@ -26,11 +27,12 @@ Status LoadProblem(const std::string& path, Problem* problem, std::string* input
 // The inverse of ProblemFromSafetensors: q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k + msa_config.
 SafetensorsFile ProblemToSafetensors(const Problem& problem);
 
-// SHA-256 over the outputs' bytes in the fixed order topk_indices, block_scores, index_lse, out, lse.
+// SHA-256 over the outputs' bytes in the fixed order topk_indices, block_scores, index_lse, out, lse, then (training)
+// dq, dk, dv, dqi, dki, kl_loss.
 std::string OutputsSha256(const Outputs& outputs);
 
-// The outputs file: the five tensors, and __metadata__ with msa_config (scales resolved), backend,
-// version, inputs_sha256 and outputs_sha256.
+// The outputs file: the five tensors (and the six of training when computed), and __metadata__ with msa_config (scales
+// resolved), backend, version, inputs_sha256 and outputs_sha256.
 SafetensorsFile OutputsToSafetensors(const Problem& problem, const Outputs& outputs, std::string_view backend,
                                      const std::string& inputs_sha256);
 

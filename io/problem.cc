@@ -13,6 +13,12 @@ IndexInputs Problem::index_inputs() const { return {ViewOf(index_q), ViewOf(inde
 
 AttentionInputs Problem::attention_inputs() const { return {ViewOf(q), ViewOf(k), ViewOf(v), batch()}; }
 
+GradientInputs Problem::gradient_inputs() const {
+  GradientInputs gradients{ViewOf(*dout), {}};
+  if (dlse) gradients.dlse = PackedView(dlse->bytes.data(), dlse->dtype, dlse->shape[0], dlse->shape[1], 1);
+  return gradients;
+}
+
 void Outputs::Allocate(const Problem& problem) {
   const Config& c = problem.config;
   const int64_t total_q = problem.batch().total_q(), max_blocks = MaxBlocks(c, problem.batch());
@@ -22,6 +28,13 @@ void Outputs::Allocate(const Problem& problem) {
   index_lse.assign(int64_t(c.num_kv_heads) * total_q, poison);
   out.assign(total_q * c.num_q_heads * c.value_dim, poison);
   lse.assign(total_q * c.num_q_heads, poison);
+  const int64_t total_k = problem.batch().total_k(), training = problem.dout ? 1 : 0;
+  dq.assign(training * total_q * c.num_q_heads * c.head_dim, poison);
+  dk.assign(training * total_k * c.num_kv_heads * c.head_dim, poison);
+  dv.assign(training * total_k * c.num_kv_heads * c.value_dim, poison);
+  dqi.assign(training * total_q * c.num_kv_heads * c.index_head_dim, poison);
+  dki.assign(training * total_k * c.index_head_dim, poison);
+  kl_loss.assign(training, poison);
 }
 
 void StoreElement(SafetensorsTensor& tensor, int64_t element, double value) {
@@ -56,7 +69,13 @@ void SetElement(SafetensorsTensor& tensor, int64_t row, int64_t head, int64_t d,
 
 Status ValidateProblem(const Problem& problem) {
   MSA_RETURN_IF_ERROR(ValidateAttentionInputs(problem.config, problem.attention_inputs()));
-  return ValidateIndexInputs(problem.config, problem.index_inputs());
+  MSA_RETURN_IF_ERROR(ValidateIndexInputs(problem.config, problem.index_inputs()));
+  if (problem.dlse && !problem.dout) return InvalidArgument("dlse is given without dout: training needs dout");
+  if (!problem.dout) return Status::Ok();
+  if (problem.dout->shape.size() != 3 || (problem.dlse && problem.dlse->shape.size() != 2)) {
+    return InvalidArgument("dout must be rank 3 [total_q, Hq, Dv] and dlse rank 2 [total_q, Hq]");
+  }
+  return ValidateGradientInputs(problem.config, problem.batch(), problem.gradient_inputs());
 }
 
 }  // namespace msa

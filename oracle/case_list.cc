@@ -376,6 +376,36 @@ std::vector<CaseEntry> BuildList() {
        .tags = kTagGpuPlans},
       {.kind = "plan_wide_top_k", .hq = 8, .hkv = 4, .dim = 64, .block_size = 256, .top_k = 40, .pooling = kMax,
        .lengths = {{40, 9000}}, .dtype = kBF16, .seed = 508, .tags = kTagGpuPlans},
+
+      // ---- training (SPEC section 8): dout, and dlse on some ----
+      {.kind = "train_prefill", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 3, .pooling = kMax,
+       .lengths = {{37, 37}}, .dtype = kF64, .seed = 901, .training = true, .with_dlse = true, .tags = kTagTraining},
+      {.kind = "train_chunked", .hq = 4, .hkv = 1, .dim = 16, .block_size = 8, .top_k = 4, .pooling = kLse,
+       .lengths = {{20, 70}, {7, 23}}, .dtype = kF32, .seed = 902, .training = true, .tags = kTagTraining},
+      {.kind = "train_ragged", .hq = 6, .hkv = 3, .dim = 12, .block_size = 4, .top_k = 3, .init_blocks = 1,
+       .pooling = kMean, .lengths = {{0, 0}, {0, 9}, {13, 21}, {5, 5}}, .dtype = kBF16, .seed = 903, .training = true,
+       .with_dlse = true, .tags = kTagTraining},
+      {.kind = "train_gqa", .hq = 8, .hkv = 2, .dim = 32, .block_size = 16, .top_k = 4, .pooling = kMax,
+       .lengths = {{96, 96}}, .dtype = kF16, .seed = 904, .training = true, .tags = kTagTraining},
+      {.kind = "train_large_logits", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 3, .pooling = kMax,
+       .lengths = {{40, 40}}, .dtype = kF64, .seed = 905, .query_scale = 30, .training = true, .tags = kTagTraining},
+      {.kind = "train_local", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 5, .init_blocks = 1,
+       .local_blocks = 2, .pooling = kMax, .lengths = {{24, 60}, {6, 6}}, .dtype = kF32, .seed = 906, .training = true,
+       .with_dlse = true, .tags = kTagTraining},
+      {.kind = "train_decode", .hq = 8, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 4, .pooling = kMax,
+       .lengths = {{1, 50}, {2, 51}, {3, 52}, {4, 53}}, .dtype = kF64, .seed = 907, .training = true,
+       .tags = kTagTraining},
+      {.kind = "train_m3_chunk", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 4, .pooling = kMax,
+       .lengths = {{256, 1024}}, .dtype = kBF16, .seed = 908, .training = true, .tags = kTagTraining},
+      // A few dozen elements per tensor: every gradient element is checked against finite differences and MPFR.
+      {.kind = "train_tiny", .hq = 4, .hkv = 2, .dim = 6, .block_size = 4, .top_k = 3, .pooling = kMax,
+       .lengths = {{5, 11}, {3, 3}}, .dtype = kF64, .seed = 911, .training = true, .with_dlse = true,
+       .tags = kTagTrainingTiny},
+      {.kind = "train_tiny", .hq = 2, .hkv = 1, .dim = 5, .block_size = 3, .top_k = 2, .init_blocks = 1,
+       .pooling = kLse, .lengths = {{4, 10}}, .dtype = kF64, .seed = 912, .training = true, .tags = kTagTrainingTiny},
+      {.kind = "train_tiny", .hq = 6, .hkv = 3, .dim = 4, .block_size = 2, .top_k = 3, .local_blocks = 2,
+       .pooling = kMean, .lengths = {{3, 7}, {2, 2}}, .dtype = kF64, .seed = 913, .training = true,
+       .with_dlse = true, .tags = kTagTrainingTiny},
   };
   // clang-format on
 }
@@ -398,6 +428,8 @@ TestCase MakeCase(const CaseEntry& entry) {
   config.precision = entry.precision;
   spec.query_scale = entry.query_scale;
   spec.few_valued_index = entry.few_valued_index;
+  spec.training = entry.training;
+  spec.with_dlse = entry.with_dlse;
   std::string name = entry.name != nullptr ? std::string(entry.name) : CaseName(entry.kind, spec);
   return {std::move(name), std::move(spec), entry.tags};
 }

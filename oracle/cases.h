@@ -37,6 +37,10 @@ enum CaseTag : uint32_t {
   kTagGpuFp16Overflow = 1u << 16,   // fp16 block scores; the test writes index inputs that overflow binary16
   kTagGpuLongDecode = 1u << 17,     // q_len 1..16 over 8K+ keys at M3 dims
   kTagGpuPlans = 1u << 18,          // every runnable kernel plan (tests/gpu_plans_test.cc)
+  // Training (SPEC section 8): cases with dout (some with dlse).
+  kTagTraining = 1u << 19,      // the golden suite "training": prefill, chunked, ragged, GQA, large logits, every
+                                // pooling, local_blocks > 1, decode, an M3-dimensioned chunk
+  kTagTrainingTiny = 1u << 20,  // a few dozen elements per tensor: finite differences and MPFR on every element
 };
 
 struct TestCase {
@@ -61,6 +65,7 @@ struct CaseEntry {
   IndexFormat index_format = IndexFormat::kNative;
   ScoreFormat score_format = ScoreFormat::kNative;
   Precision precision = Precision::kExact;
+  bool training = false, with_dlse = false;  // ProblemSpec's: dout (and dlse) generated too
   uint32_t tags = 0;
 };
 

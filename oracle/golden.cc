@@ -68,6 +68,10 @@ Json ManifestEntry(const TestCase& test_case, const std::string& inputs_sha256, 
   entry["seed"] = spec.seed;
   entry["query_scale"] = spec.query_scale;
   entry["few_valued_index"] = spec.few_valued_index;
+  if (spec.training) {  // training cases only: the manifests of the other suites keep their bytes
+    entry["training"] = true;
+    entry["with_dlse"] = spec.with_dlse;
+  }
   entry["files"] = {{kGoldenInputs, inputs_sha256}, {kGoldenOutputs, outputs_sha256}};
   return entry;
 }
@@ -359,9 +363,19 @@ void VerifyCase(const fs::path& dir, const ManifestCase& entry, const Backend& b
 
 }  // namespace
 
+std::string GoldenSuiteList() {
+  std::string list;
+  for (const char* name : kGoldenSuiteNames) list += (list.empty() ? "" : ", ") + std::string(name);
+  return list;
+}
+
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases) {
   if (suite == "dialects") {
     *cases = DialectCases();
+    return true;
+  }
+  if (suite == "training") {
+    *cases = CasesTagged(kTagTraining);
     return true;
   }
   if (suite != "smoke" && suite != "full") return false;

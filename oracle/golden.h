@@ -22,8 +22,12 @@ inline constexpr const char* kGoldenInputs = "inputs.safetensors";
 inline constexpr const char* kGoldenOutputs = "outputs.safetensors";
 
 // The cases of a suite: "smoke" = CanonicalCases() (small), "full" = smoke + LargeCases() (M3-sized as well),
-// "dialects" = DialectCases() (the cases the dialect emulations are judged on). False for any other name.
+// "dialects" = DialectCases() (the cases the dialect emulations are judged on), "training" = the cases tagged
+// kTagTraining (with dout: their outputs hold the backward and the KL). False for any other name.
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases);
+// The suites' names, in that order, and as a message lists them ("smoke, full, dialects, training").
+inline constexpr const char* kGoldenSuiteNames[] = {"smoke", "full", "dialects", "training"};
+std::string GoldenSuiteList();
 
 // Called after each case with its position (0-based), the case count, its name and the seconds it took.
 using GoldenCaseDone = std::function<void(int index, int count, const std::string& name, double seconds)>;

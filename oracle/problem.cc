@@ -48,8 +48,29 @@ Problem GenerateProblem(const ProblemSpec& spec) {
                                  spec.query_scale, spec.few_valued_index);
   problem.index_k =
       RandomTensor("index_k", spec.dtype, total_k, 1, c.index_head_dim, spec.seed, 5, 1.0, spec.few_valued_index);
+  if (spec.training) {
+    problem.dout = RandomTensor("dout", spec.dtype, total_q, c.num_q_heads, c.value_dim, spec.seed, 6);
+    if (spec.with_dlse) {
+      problem.dlse = RandomTensor("dlse", spec.dtype, total_q, c.num_q_heads, 1, spec.seed, 7);
+      problem.dlse->shape = {total_q, c.num_q_heads};
+    }
+  }
   return problem;
 }
+
+namespace {
+
+// With dout: the backward and the indexer KL of `backend` on the selection it made.
+Status RunTraining(const Backend& backend, const Config& config, const Problem& problem, Outputs* outputs) {
+  if (!problem.dout) return Status::Ok();
+  const SelectionView selection{outputs->topk_indices.data()};
+  MSA_RETURN_IF_ERROR(Backward(backend, config, problem.attention_inputs(), selection, problem.gradient_inputs(),
+                               outputs->attention_gradients()));
+  return IndexerKl(backend, config, problem.index_inputs(), problem.attention_inputs(), selection,
+                   outputs->indexer_kl_outputs());
+}
+
+}  // namespace
 
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs, const ProgressFn& select_progress,
                   const ProgressFn& attend_progress) {
@@ -64,7 +85,7 @@ Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outpu
                              attend_progress));
   const std::string attend_plan = backend.last_plan != nullptr ? backend.last_plan() : "";
   outputs->kernel_plan = select_plan + (!select_plan.empty() && !attend_plan.empty() ? "," : "") + attend_plan;
-  return Status::Ok();
+  return RunTraining(backend, problem.config, problem, outputs);
 }
 
 Status RunReference(const Problem& problem, Outputs* outputs) {
@@ -74,8 +95,9 @@ Status RunReference(const Problem& problem, Outputs* outputs) {
   const Backend& reference = *FindBackend("reference");
   outputs->Allocate(problem);
   MSA_RETURN_IF_ERROR(Select(reference, exact, problem.index_inputs(), outputs->selection_outputs()));
-  return Attend(reference, exact, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
-                outputs->attention_outputs());
+  MSA_RETURN_IF_ERROR(Attend(reference, exact, problem.attention_inputs(), SelectionView{outputs->topk_indices.data()},
+                             outputs->attention_outputs()));
+  return RunTraining(reference, exact, problem, outputs);
 }
 
 }  // namespace msa

@@ -20,6 +20,8 @@ struct ProblemSpec {
   uint64_t seed = 0;
   double query_scale = 1.0;       // multiplies q and index_q: 100 gives |scores| around 1e4 (large logits)
   bool few_valued_index = false;  // index_q, index_k drawn from {-1, 0, 1}: many exactly tied scores
+  bool training = false;          // also dout (standard normal, spec.dtype): the backward and the KL are part of it
+  bool with_dlse = false;         // also dlse (standard normal), with training
 };
 
 // Fills every input with standard normal values (our own generator; see query_scale and few_valued_index),
@@ -27,12 +29,14 @@ struct ProblemSpec {
 // Each tensor draws from its own stream, so changing one tensor's size leaves the others unchanged.
 Problem GenerateProblem(const ProblemSpec& spec);
 
-// Runs Select then Attend of `backend` on `problem` into freshly allocated `outputs`.
+// Runs Select then Attend of `backend` on `problem` into freshly allocated `outputs`; with dout in the problem, then
+// Backward and IndexerKl on that selection.
 Status RunBackend(const Backend& backend, const Problem& problem, Outputs* outputs,
                   const ProgressFn& select_progress = {}, const ProgressFn& attend_progress = {});
 
-// Runs the FP64 reference on `problem` at precision exact, whatever problem.config.precision asks of the
-// backend being judged (the reference computes only exact): the expectation every precision is judged against.
+// Runs the FP64 reference on `problem` (the training functions too, with dout) at precision exact, whatever
+// problem.config.precision asks of the backend being judged (the reference computes only exact): the expectation every
+// precision is judged against.
 Status RunReference(const Problem& problem, Outputs* outputs);
 
 }  // namespace msa

@@ -3,28 +3,18 @@
 #include <limits>
 #include <vector>
 
+#include "reference/attend_row.h"
 #include "reference/canonical.h"
 #include "reference/reference.h"
 #include "reference/row_loop.h"
 
 namespace msa::reference {
-namespace {
 
-// A run of consecutive key positions [begin, end) of one sequence.
-struct KeyRange {
-  int64_t begin, end;
-};
-
-struct WidenedAttentionInputs {
-  std::vector<double> q, k, v;  // [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv]
-};
-
-// One (query, head) row: softmax over the keys of `ranges` (ascending, disjoint) of one sequence.
 // m = max s_j; p_j = exp(s_j - m); l = sum p_j; out_d = (sum_j p_j v_jd) / l; lse = m + log(l),
 // every sum in ascending key position.
 // docs:begin attend-row
 void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t, int64_t h, int64_t key_begin,
-               const std::vector<KeyRange>& ranges, double* out, double* lse) {
+               const std::vector<KeyRange>& ranges, double* out, double* lse, std::vector<double>* scores_out) {
   const int64_t hq = config.num_q_heads, hkv = config.num_kv_heads;
   const int64_t d = config.head_dim, dv = config.value_dim, r = h / config.group_size();
   const double scale = config.SoftmaxScale();
@@ -51,6 +41,7 @@ void AttendRow(const Config& config, const WidenedAttentionInputs& in, int64_t t
   }
   for (int64_t c = 0; c < dv; ++c) out[c] = weighted_sum[c] / l;
   *lse = m + CanonicalLog(l);
+  if (scores_out != nullptr) *scores_out = std::move(scores);
 }
 // docs:end attend-row
 
@@ -58,29 +49,30 @@ WidenedAttentionInputs WidenAll(const AttentionInputs& inputs) {
   return {Widen(inputs.q), Widen(inputs.k), Widen(inputs.v)};
 }
 
-}  // namespace
+// docs:begin selected-key-ranges
+std::vector<KeyRange> SelectedKeyRanges(const Config& config, const int32_t* row, int64_t position) {
+  // The selected blocks as a set, visited in ascending block id = ascending key position.
+  std::vector<int32_t> blocks;
+  for (int64_t slot = 0; slot < config.top_k && row[slot] != -1; ++slot) blocks.push_back(row[slot]);
+  std::sort(blocks.begin(), blocks.end());
+  std::vector<KeyRange> ranges;
+  const int64_t bk = config.block_size;
+  for (int32_t blk : blocks) ranges.push_back({blk * bk, std::min<int64_t>((blk + 1) * bk, position + 1)});
+  return ranges;
+}
+// docs:end selected-key-ranges
 
 Status AttendSelected(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                       const AttentionOutputs& outputs, const ProgressFn& progress) {
-  const int64_t total_q = inputs.batch.total_q(), hq = config.num_q_heads, bk = config.block_size;
+  const int64_t total_q = inputs.batch.total_q(), hq = config.num_q_heads;
   const WidenedAttentionInputs widened = WidenAll(inputs);
   const std::vector<QueryPlace> places = PlaceQueries(inputs.batch);
   ForEachRow(total_q * hq, progress, [&](int64_t work) {
     const int64_t t = work / hq, h = work % hq, r = h / config.group_size();
     const QueryPlace& place = places[t];
-    // docs:begin selected-key-ranges
-    // The selected blocks as a set, visited in ascending block id = ascending key position.
     const int32_t* row = selection.topk_indices + (r * total_q + t) * config.top_k;
-    std::vector<int32_t> blocks;
-    for (int64_t slot = 0; slot < config.top_k && row[slot] != -1; ++slot) blocks.push_back(row[slot]);
-    std::sort(blocks.begin(), blocks.end());
-    std::vector<KeyRange> ranges;
-    for (int32_t blk : blocks) {
-      ranges.push_back({blk * bk, std::min<int64_t>((blk + 1) * bk, place.position + 1)});
-    }
-    // docs:end selected-key-ranges
-    AttendRow(config, widened, t, h, place.key_begin, ranges, &outputs.out[(t * hq + h) * config.value_dim],
-              &outputs.lse[t * hq + h]);
+    AttendRow(config, widened, t, h, place.key_begin, SelectedKeyRanges(config, row, place.position),
+              &outputs.out[(t * hq + h) * config.value_dim], &outputs.lse[t * hq + h]);
   });
   return Status::Ok();
 }

@@ -23,6 +23,17 @@ MSA_HOST_DEVICE inline double CanonicalDot(const double* a, const double* b, int
 }
 // docs:end canonical-dot
 
+// m + log(sum_j exp(x_j - m)) over x[0..n), n >= 1, summing in ascending index order (SPEC section 4).
+// docs:begin canonical-lse
+MSA_HOST_DEVICE inline double CanonicalLogSumExp(const double* x, int64_t n) {
+  double m = x[0];
+  for (int64_t j = 1; j < n; ++j) m = x[j] > m ? x[j] : m;
+  double l = 0.0;
+  for (int64_t j = 0; j < n; ++j) l += CanonicalExp(x[j] - m);
+  return m + CanonicalLog(l);
+}
+// docs:end canonical-lse
+
 }  // namespace msa
 
 #endif  // MSA_REFERENCE_CANONICAL_H_

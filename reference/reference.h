@@ -46,6 +46,14 @@ Status IndexLseForSelection(const Config& config, const IndexInputs& inputs, con
 Status AttendSelected(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
                       const AttentionOutputs& outputs, const ProgressFn& progress);
 
+// Training (SPEC section 8) in its canonical order: the main branch's backward and the indexer's KL distillation on
+// a given selection. Preconditions: ValidateAttentionInputs, ValidateSelectionForAttend and (Backward)
+// ValidateGradientInputs or (IndexerKl) ValidateIndexInputs passed; outputs sized as in msa.h.
+Status Backward(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                const GradientInputs& gradients, const AttentionGradients& outputs, const ProgressFn& progress);
+Status IndexerKl(const Config& config, const IndexInputs& index_inputs, const AttentionInputs& inputs,
+                 const SelectionView& selection, const IndexerKlOutputs& outputs, const ProgressFn& progress);
+
 // Dense causal GQA attention (every query sees keys 0..position), same canonical order; used for the
 // dense-equivalence property and attention-mass recall. Precondition: ValidateAttentionInputs passed.
 Status DenseCausalAttention(const Config& config, const AttentionInputs& inputs, const AttentionOutputs& outputs,

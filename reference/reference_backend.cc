@@ -46,6 +46,14 @@ Status Supports(const Config& config) {
 
 }  // namespace
 
-Backend ReferenceBackend() { return Backend{"reference", IsAvailable, Supports, SelectBlocks, AttendSelected}; }
+Backend ReferenceBackend() {
+  return Backend{.name = "reference",
+                 .is_available = IsAvailable,
+                 .supports = Supports,
+                 .select = SelectBlocks,
+                 .attend = AttendSelected,
+                 .backward = Backward,
+                 .indexer_kl = IndexerKl};
+}
 
 }  // namespace msa::reference

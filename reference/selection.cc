@@ -15,17 +15,6 @@ namespace {
 
 constexpr double kMinusInf = -std::numeric_limits<double>::infinity();
 
-// m + log(sum_j exp(x_j - m)) over x[0..n), summing in ascending index order (SPEC section 4).
-// docs:begin canonical-lse
-double CanonicalLogSumExp(const double* x, int64_t n) {
-  double m = x[0];
-  for (int64_t j = 1; j < n; ++j) m = std::max(m, x[j]);
-  double l = 0.0;
-  for (int64_t j = 0; j < n; ++j) l += CanonicalExp(x[j] - m);
-  return m + CanonicalLog(l);
-}
-// docs:end canonical-lse
-
 // Per-sequence mean index keys of the FULL blocks: [num_full_blocks, Di]. A partial local block's mean
 // is computed per query, over its visible keys only, by the same routine.
 void BlockMeanKey(const double* index_k, int64_t first_key, int64_t count, int64_t di, double* mean) {

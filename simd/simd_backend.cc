@@ -62,7 +62,9 @@ Status Attend(const Config& config, const AttentionInputs& inputs, const Selecti
 
 }  // namespace
 
-Backend SimdBackend() { return Backend{"simd", IsAvailable, Supports, Select, Attend}; }
+Backend SimdBackend() {
+  return Backend{.name = "simd", .is_available = IsAvailable, .supports = Supports, .select = Select, .attend = Attend};
+}
 
 int64_t CompiledTargets() { return HWY_TARGETS; }
 

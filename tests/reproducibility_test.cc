@@ -1,6 +1,6 @@
-// Bit reproducibility of the reference (SPEC section 4): the SHA-256 of the outputs of every canonical case
-// is recorded in tests/golden/reference_sha256.txt, and must come out the same for 1, 2 and 7 OpenMP threads,
-// for g++ and clang++ builds (make test builds this test with both) and on every machine.
+// Bit reproducibility of the reference (SPEC sections 4, 8): the SHA-256 of the outputs of every canonical and training
+// case is recorded in tests/golden/reference_sha256.txt, and must come out the same for 1, 2 and 7 OpenMP threads, for
+// g++ and clang++ builds (make test builds this test with both) and on every machine.
 #include <omp.h>
 
 #include <fstream>
@@ -55,6 +55,10 @@ TEST_P(Reproducibility, OutputsHashAsRecordedForEveryThreadCount) {
 }
 
 INSTANTIATE_TEST_SUITE_P(CanonicalCases, Reproducibility, testing::ValuesIn(CanonicalCases()),
+                         [](const testing::TestParamInfo<TestCase>& info) { return info.param.name; });
+// Training (SPEC section 8): the outputs hash covers dq, dk, dv, dqi, dki and kl_loss too.
+INSTANTIATE_TEST_SUITE_P(TrainingCases, Reproducibility,
+                         testing::ValuesIn(CasesTagged(kTagTraining | kTagTrainingTiny)),
                          [](const testing::TestParamInfo<TestCase>& info) { return info.param.name; });
 
 }  // namespace

@@ -52,6 +52,28 @@ struct AttentionOutputs {
   double* lse = nullptr;  // [total_q, Hq], natural log
 };
 
+// Training (SPEC section 8). The upstream gradients of the main branch's outputs.
+struct GradientInputs {
+  TensorView dout;  // [total_q, Hq, Dv]
+  TensorView dlse;  // [total_q, Hq, 1], this project's extension; data == nullptr: none (no lse gradient)
+};
+
+// Where Backward writes (every pointer required when total_q > 0).
+struct AttentionGradients {
+  double* dq = nullptr;  // [total_q, Hq, D]
+  double* dk = nullptr;  // [total_k, Hkv, D]
+  double* dv = nullptr;  // [total_k, Hkv, Dv]
+};
+
+// Where IndexerKl writes. kl_loss, dqi and dki are required; the two LSEs are optional (nullptr: not written).
+struct IndexerKlOutputs {
+  double* kl_loss = nullptr;      // a scalar
+  double* dqi = nullptr;          // [total_q, Hidx, Di]
+  double* dki = nullptr;          // [total_k, 1, Di]
+  double* teacher_lse = nullptr;  // [total_q, Hq]: the main branch's lse
+  double* indexer_lse = nullptr;  // [Hidx, total_q]: logsumexp of the index token scores over the key set
+};
+
 // Reports progress of long work as a fraction in [0, 1]; may be called from any thread, often.
 using ProgressFn = std::function<void(double fraction)>;
 
@@ -72,6 +94,14 @@ struct Backend {
   // select, "attend=kv-outer-wgmma,lists=direct" after an attend), empty when the backend has no choice (nullptr)
   // or the call ran nothing.
   std::string (*last_plan)() = nullptr;
+  // Training (SPEC section 8), nullptr where a backend has none (Backward and IndexerKl then decline it). Called only
+  // after the shared validation below has passed.
+  Status (*backward)(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                     const GradientInputs& gradients, const AttentionGradients& outputs,
+                     const ProgressFn& progress) = nullptr;
+  Status (*indexer_kl)(const Config& config, const IndexInputs& index_inputs, const AttentionInputs& inputs,
+                       const SelectionView& selection, const IndexerKlOutputs& outputs,
+                       const ProgressFn& progress) = nullptr;
 };
 
 // Every backend compiled into this binary, slowest first (reference first). The list lives in core/registry.cc.
@@ -99,6 +129,9 @@ Status NonFiniteInput(const char* name, int64_t row, int64_t head, int64_t d, do
 // (A score that overflows to -inf is harmless: its weight is 0, as the exact value's would be.)
 Status RequireFiniteAttention(const Config& config, const Batch& batch, const AttentionOutputs& outputs);
 
+// dout [total_q, Hq, Dv] and, when given, dlse [total_q, Hq, 1]: shapes against the batch and config, finite values.
+Status ValidateGradientInputs(const Config& config, const Batch& batch, const GradientInputs& gradients);
+
 // Entry points: validate, check that the backend is available and supports the config, then compute. With
 // config.index_format == kE4M3, Select hands the backend index_q and index_k rounded to E4M3 values (packed F64
 // copies; a value that is not finite or beyond +-448 is refused, named by tensor and position).
@@ -109,6 +142,17 @@ Status Attend(const Backend& backend, const Config& config, const AttentionInput
 // index_format e4m3: `view` rounded to E4M3 values into a packed F64 copy (*storage, which *rounded views), as Select
 // hands every backend; a value that is not finite or beyond +-448 is refused, named by `name` and position.
 Status RoundViewToE4M3(const TensorView& view, const char* name, std::vector<double>* storage, TensorView* rounded);
+// The main branch's backward on a given selection (SPEC section 8): dq, dk, dv of L = sum(dout * out) (+ sum(dlse *
+// lse)), the selection held fixed. Unsupported where the backend has no backward.
+Status Backward(const Backend& backend, const Config& config, const AttentionInputs& inputs,
+                const SelectionView& selection, const GradientInputs& gradients, const AttentionGradients& outputs,
+                const ProgressFn& progress = {});
+// The indexer's KL distillation on a given selection (SPEC section 8): the loss, its gradients with respect to
+// index_q and index_k (the teacher, the main branch's group-mean softmax, held constant), and the two LSEs. With
+// index_format e4m3 the index inputs are rounded as Select rounds them. Unsupported where the backend has none.
+Status IndexerKl(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
+                 const AttentionInputs& inputs, const SelectionView& selection, const IndexerKlOutputs& outputs,
+                 const ProgressFn& progress = {});
 // Select, then Attend on that selection.
 Status Run(const Backend& backend, const Config& config, const IndexInputs& index_inputs,
            const AttentionInputs& attention_inputs, const SelectionOutputs& selection, const AttentionOutputs& outputs,

@@ -1,15 +1,16 @@
-"""The pytest plugin (entry point pytest11 "msa_oracle"): `pytest --msa-suite smoke|full|dialects [--msa-case NAME]`
+"""The pytest plugin (entry point pytest11 "msa_oracle"): `pytest --msa-suite smoke|full|dialects|training
+[--msa-case NAME]`
 parametrizes every test that takes the `msa_case` fixture over that golden suite's cases (a msa_oracle.golden.Case
 each), generating the suite on first use into the cache (msa_oracle.golden.cached). A failed mo.check shows its
 report, and the command that reproduces it, in pytest's output."""
 import pytest
 
-from . import golden
+from . import _core, golden
 
 
 def pytest_addoption(parser):
     group = parser.getgroup("msa_oracle", "MSA golden cases (msa_oracle)")
-    group.addoption("--msa-suite", default="smoke", choices=("smoke", "full", "dialects"),
+    group.addoption("--msa-suite", default="smoke", choices=_core.golden_suites,
                     help="the golden suite the msa_case fixture iterates (default: smoke)")
     group.addoption("--msa-case", default=None, metavar="NAME", help="only this case of the suite")
 

@@ -64,7 +64,7 @@ nb::tuple ReadSafetensorsBinding(const std::string& path) {
 std::vector<TestCase> SuiteCases(const std::string& suite) {
   std::vector<TestCase> cases;
   if (!GoldenSuite(suite, &cases)) {
-    throw nb::value_error(("suite=\"" + suite + "\": unknown suite (known: smoke, full, dialects)").c_str());
+    throw nb::value_error(("suite=\"" + suite + "\": unknown suite (known: " + GoldenSuiteList() + ")").c_str());
   }
   return cases;
 }
@@ -103,6 +103,11 @@ void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
 }  // namespace
 
 void AddFileFunctions(nb::module_& m) {
+  m.attr("golden_suites") = [] {
+    nb::list names;
+    for (const char* name : kGoldenSuiteNames) names.append(name);
+    return nb::tuple(names);
+  }();
   m.def("read_safetensors", &ReadSafetensorsBinding, "path"_a);
   m.def("golden_case_names", &SuiteCaseNames, "suite"_a);
   m.def("generate_golden", &GenerateGoldenBinding, "dir"_a, "suite"_a, "names"_a.none(), "on_case"_a.none());

@@ -101,5 +101,5 @@ def test_the_cache_is_generated_once_per_version(tmp_path, monkeypatch):
 
 
 def test_an_unknown_suite():
-    with pytest.raises(ValueError, match=r'^suite="huge": unknown suite \(known: smoke, full, dialects\)'):
+    with pytest.raises(ValueError, match=r'^suite="huge": unknown suite \(known: smoke, full, dialects, training\)'):
         mo.golden.case_names("huge")

@@ -48,7 +48,7 @@ std::string Counter(int index, int count) {
 int GoldenGenerateCommand(const GoldenGenerateOptions& options, const CliStreams& streams) {
   std::vector<TestCase> cases;
   if (!GoldenSuite(options.suite, &cases)) {
-    return CliFail(streams, "--suite " + options.suite + ": unknown suite (known: smoke, full, dialects)");
+    return CliFail(streams, "--suite " + options.suite + ": unknown suite (known: " + GoldenSuiteList() + ")");
   }
   SetThreads(options.threads);
   std::ostream& out = streams.out;
@@ -106,7 +106,7 @@ void AddGoldenCommand(CLI::App& app, const CliStreams& streams, CliAction* actio
   CLI::App* generate_command =
       golden_command->add_subcommand("generate", "Write a suite's inputs, reference outputs and MANIFEST.json");
   generate_command->add_option("--suite", generate->suite, "smoke | full | dialects")
-      ->check(CLI::IsMember({"smoke", "full", "dialects"}))
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(kGoldenSuiteNames), std::end(kGoldenSuiteNames))))
       ->capture_default_str();
   generate_command->add_option("--dir", generate->dir, "directory to write (created if missing)")->required();
   AddThreadsOption(generate_command, &generate->threads);
