@@ -13,6 +13,15 @@
 //   attention: m = max s, p = exp(s - m) in A, l = sum p in A, out = R(sum_j R(p_j / l) * v_j in A),
 //   lse = m + log(l) in A (kernels keep lse in fp32);  index_lse = lse of the token scores in A (score_format
 //   fp16: of fp16(M[b]) + log(sum exp(x - M[b])) per selected block, in A).
+// Training (SPEC section 8), on the forward's stored probabilities P_j = R(p_j / l) and out:
+//   dP_j = R(dot(dout, v_j)), Delta = R(dot(dout, out)), dS_j = R(P_j * (dP_j - Delta) (+ dlse));
+//   dq = R(scale * sum_j dS_j k_j), dk = R(scale * sum dS q) (kPrescaledQuery: R(sum dS R(q * scale))),
+//   dv = R(sum P dout), each sum in A over its terms in ascending (key, query, head) order;
+//   the indexer's KL: x_j the index scores, ilse = lse of x over the key set in A, rho_j = exp(x_j - ilse) in A,
+//   pbar_j = (sum_h P_hj) / G in A, diff_j = R(rho_j - pbar_j) (the official kernels round it to bf16 before the
+//   products), g_j = diff_j / N; dqi = R(index_scale * sum_j g_j index_k_j), dki = R(index_scale * sum g index_q)
+//   (kPrescaledQuery: R(sum g R(index_q * index_scale))), kl_loss = sum over rows of sum_j pbar_j * (log pbar_j -
+//   (x_j - ilse)) in A, divided by N.
 #ifndef MSA_ORACLE_NAIVE_LOWP_H_
 #define MSA_ORACLE_NAIVE_LOWP_H_
 
@@ -26,9 +35,17 @@ namespace msa {
 // Where the scale is applied: after the dot, or to the query before it.
 enum class ScaleOrder { kScaleAfterDot, kPrescaledQuery };
 
-// Which parts to evaluate: the index branch (block_scores, index_lse) and the main branch (out, lse).
+// Which parts to evaluate: the index branch (block_scores, index_lse), the main branch (out, lse) and, for a problem
+// with dout, training (dq, dk, dv, dqi, dki, kl_loss; it evaluates the main branch too).
 struct NaiveParts {
-  bool index = true, attention = true;
+  bool index = true, attention = true, training = false;
+};
+
+// The sizes of the training sums' terms, for the error floors (oracle/error_floor.h): the largest over key rows of
+// the sum of the probabilities P that reach it (main branch), of rho + pbar (indexer), and (1 / N) times the sum over
+// rows of sum_j pbar_j * (|log pbar_j| + |log rho_j|).
+struct TrainingMagnitudes {
+  double key_mass = 0, index_key_mass = 0, kl_terms = 0;
 };
 
 struct NaiveOutputs {
@@ -36,6 +53,9 @@ struct NaiveOutputs {
   std::vector<double> index_lse;     // [Hidx, total_q], over `selection`
   std::vector<double> out;           // [total_q, Hq, Dv], over `selection`
   std::vector<double> lse;           // [total_q, Hq]
+  // training: [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv], [total_q, Hidx, Di], [total_k, 1, Di], [1]
+  std::vector<double> dq, dk, dv, dqi, dki, kl_loss;
+  TrainingMagnitudes magnitudes;
 };
 
 // The parts not asked for stay empty. Precondition: ValidateProblem passed; selection [Hidx, total_q, top_k]

@@ -8,53 +8,12 @@
 
 #include "reference/attend_row.h"
 #include "reference/canonical.h"
+#include "reference/contributors.h"
 #include "reference/reference.h"
 #include "reference/row_loop.h"
 
 namespace msa::reference {
 namespace {
-
-// For every key row of the batch (total_k), the query rows t whose selection in group r holds its block, ascending:
-// the contributors of its sums, read as contributors[r][key block of the key]. A key past a query's position is
-// not in that query's set even when its block is: callers skip it (KeyIsVisible).
-class Contributors {
- public:
-  Contributors(const Config& config, const Batch& batch, const SelectionView& selection,
-               const std::vector<QueryPlace>& places)
-      : places_(places) {
-    const int64_t total_q = batch.total_q(), hkv = config.num_kv_heads, bk = config.block_size;
-    for (int64_t b = 0; b < batch.num_sequences(); ++b) {
-      first_block_.push_back(num_blocks_);
-      num_blocks_ += (batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b] + bk - 1) / bk;
-    }
-    key_block_.resize(batch.total_k());
-    for (int64_t b = 0; b < batch.num_sequences(); ++b) {
-      for (int64_t s = batch.cu_seqlens_k[b]; s < batch.cu_seqlens_k[b + 1]; ++s) {
-        key_block_[s] = first_block_[b] + (s - batch.cu_seqlens_k[b]) / bk;
-      }
-    }
-    lists_.resize(hkv * num_blocks_);
-    for (int64_t t = 0; t < total_q; ++t) {  // ascending t: every list comes out sorted
-      for (int64_t r = 0; r < hkv; ++r) {
-        const int32_t* row = selection.topk_indices + (r * total_q + t) * config.top_k;
-        for (int64_t slot = 0; slot < config.top_k && row[slot] != -1; ++slot) {
-          lists_[r * num_blocks_ + first_block_[places[t].sequence] + row[slot]].push_back(t);
-        }
-      }
-    }
-  }
-
-  // The query rows whose group-r selection holds the block of key row s, ascending.
-  const std::vector<int64_t>& Of(int64_t s, int64_t r) const { return lists_[r * num_blocks_ + key_block_[s]]; }
-  // Whether key row s (of query t's sequence) is at or before query t's position.
-  bool KeyIsVisible(int64_t s, int64_t t) const { return s - places_[t].key_begin <= places_[t].position; }
-
- private:
-  const std::vector<QueryPlace>& places_;
-  std::vector<int64_t> first_block_, key_block_;
-  int64_t num_blocks_ = 0;
-  std::vector<std::vector<int64_t>> lists_;  // [Hkv, num_blocks]
-};
 
 // The main branch's inputs and upstream gradients, widened, and the forward quantities every sum reuses.
 struct BackwardState {
@@ -236,15 +195,8 @@ Status IndexerKl(const Config& config, const IndexInputs& index_inputs, const At
   // t, then ascending r.
   const Contributors contributors(config, batch, selection, places);
   ForEachRow(total_k, keys_progress, [&](int64_t s) {
-    std::vector<std::pair<int64_t, int64_t>> rows_of_key;  // (t, r), ascending t then r
-    for (int64_t r = 0; r < hidx; ++r) {
-      for (int64_t t : contributors.Of(s, r)) {
-        if (contributors.KeyIsVisible(s, t)) rows_of_key.push_back({t, r});
-      }
-    }
-    std::sort(rows_of_key.begin(), rows_of_key.end());
     std::vector<double> sum(di, 0.0);
-    for (const auto& [t, r] : rows_of_key) {
+    for (const auto& [t, r] : contributors.RowsOf(s, hidx)) {
       const double g = (CanonicalExp(index_score(t, r, s) - ilse[t * hidx + r]) - teacher(t, r, s)) / rows;
       for (int64_t c = 0; c < di; ++c) sum[c] += g * index_q[(t * hidx + r) * di + c];
     }
