@@ -160,8 +160,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       Outputs own;
       const Status run = RunBackend(backend, variant, &own);
       MSA_FUZZ_CHECK(run.ok(), what + ": RunBackend failed: " + run.message());
-      JudgeOrTrap(problem, reference, Candidate{own.topk_indices, own.out, own.lse, own.index_lse}, precision,
-                  what + " (own selection)");
+      JudgeOrTrap(
+          problem, reference,
+          Candidate{.topk_indices = own.topk_indices, .out = own.out, .lse = own.lse, .index_lse = own.index_lse},
+          precision, what + " (own selection)");
       if (precision == Precision::kExact) {
         MSA_FUZZ_CHECK(SameBits(own.topk_indices, reference.topk_indices) &&
                            SameBits(own.block_scores, reference.block_scores) &&
@@ -176,8 +178,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       const Status attend = Attend(backend, variant.config, variant.attention_inputs(),
                                    SelectionView{reference.topk_indices.data()}, fed.attention_outputs());
       MSA_FUZZ_CHECK(attend.ok(), what + ": Attend on the reference selection failed: " + attend.message());
-      JudgeOrTrap(problem, reference, Candidate{reference.topk_indices, fed.out, fed.lse, std::nullopt}, precision,
-                  what + " (reference selection)");
+      JudgeOrTrap(problem, reference, Candidate{.topk_indices = reference.topk_indices, .out = fed.out, .lse = fed.lse},
+                  precision, what + " (reference selection)");
     }
   }
   return 0;

@@ -97,7 +97,7 @@ Status ReadTopk(const SafetensorsTensor& topk, const std::string& origin, const 
 Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, const Problem& problem,
                      const CandidateRules& rules, Candidate* candidate, CandidateFormat* format) {
   const Config& c = problem.config;
-  const int64_t total_q = problem.batch().total_q();
+  const int64_t total_q = problem.batch().total_q(), total_k = problem.batch().total_k();
   const int64_t hidx = c.num_kv_heads, hq = c.num_q_heads;
   MSA_RETURN_IF_ERROR(ChooseRule(rules.order, rules, file, "order", origin, &ParseSelectionOrder, "strict or any",
                                  {SelectionOrder::kStrict, "default: the local block in the last valid slot"},
@@ -126,7 +126,13 @@ Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, con
     Chosen<Precision>* precision;
   } float_outputs[] = {{"out", {total_q, hq, c.value_dim}, &candidate->out, &format->out},
                        {"lse", {total_q, hq}, &candidate->lse, &format->lse},
-                       {"index_lse", {hidx, total_q}, &candidate->index_lse, &format->index_lse}};
+                       {"index_lse", {hidx, total_q}, &candidate->index_lse, &format->index_lse},
+                       {"dq", {total_q, hq, c.head_dim}, &candidate->dq, &format->dq},
+                       {"dk", {total_k, hidx, c.head_dim}, &candidate->dk, &format->dk},
+                       {"dv", {total_k, hidx, c.value_dim}, &candidate->dv, &format->dv},
+                       {"dqi", {total_q, hidx, c.index_head_dim}, &candidate->dqi, &format->dqi},
+                       {"dki", {total_k, 1, c.index_head_dim}, &candidate->dki, &format->dki},
+                       {"kl_loss", {}, &candidate->kl_loss, &format->kl_loss}};
   bool all_exact = true, any_float = false;
   std::vector<double> values;
   for (const auto& output : float_outputs) {
@@ -142,7 +148,8 @@ Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, con
     all_exact = all_exact && output.precision->value == Precision::kExact;
   }
   if (!candidate->topk_indices && !any_float) {
-    return InvalidArgument(origin + ": supplies none of topk_indices, out, lse, index_lse: nothing to check");
+    return InvalidArgument(origin + ": supplies none of topk_indices, out, lse, index_lse (nor training's dq, dk, dv, "
+                           "dqi, dki, kl_loss): nothing to check");
   }
   const Chosen<Precision> score_default =
       any_float && all_exact

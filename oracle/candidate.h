@@ -13,8 +13,9 @@
 
 namespace msa {
 
-// The outputs a candidate may supply (SPEC section 7).
-inline constexpr const char* kCandidateOutputNames[] = {"topk_indices", "out", "lse", "index_lse"};
+// The outputs a candidate may supply (SPEC section 7): the forward's, and training's (with dout in the inputs).
+inline constexpr const char* kCandidateOutputNames[] = {"topk_indices", "out", "lse", "index_lse", "dq",
+                                                        "dk",           "dv",  "dqi", "dki",       "kl_loss"};
 
 // The caller's settings of the format rules, each a name ("strict", "query_major", "2", "bf16", ...) or empty. An
 // empty rule takes the outputs' __metadata__ key of the same name, else its default: order strict, topk_layout

@@ -77,6 +77,7 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
   verdict.judged = true;
   verdict.elements = int64_t(got.size());
   double max_reference = 0, squared_error = 0, squared_reference = 0;
+  bool have_worst = false;
   for (double value : expected) {
     if (std::isfinite(value)) max_reference = std::max(max_reference, std::abs(value));
   }
@@ -101,9 +102,10 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
     m.got = got[i];
     m.expected = expected[i];
     m.ulps = finite_got && finite_expected ? error / UlpAt(expected[i], precision.value) : HUGE_VAL;
-    if (verdict.worst.row < 0 || error > verdict.max_error) {
+    if (!have_worst || error > verdict.max_error) {
       verdict.max_error = error;
       verdict.worst = m;
+      have_worst = true;
     }
     verdict.max_ulps = std::max(verdict.max_ulps, m.ulps);
     const double element_allowance = allowance.empty() ? 0.0 : allowance[i];
@@ -119,17 +121,20 @@ TensorVerdict JudgeRule(const std::string& name, const std::vector<double>& got,
   return verdict;
 }
 
+// The part of the naive evaluation a judged output comes from.
+enum class NaivePart { kIndex, kAttention, kTraining };
+
 // Naive evaluations by (precision, scale order, part), computed once each on the attention's selection.
 class NaiveCache {
  public:
   NaiveCache(const Problem& problem, const std::vector<int32_t>& selection)
       : problem_(problem), selection_(selection) {}
 
-  const NaiveOutputs& Get(Precision precision, ScaleOrder order, bool index_part) {
-    const auto key = std::make_tuple(precision, order, index_part);
+  const NaiveOutputs& Get(Precision precision, ScaleOrder order, NaivePart part) {
+    const auto key = std::make_tuple(precision, order, part);
     auto found = cache_.find(key);
     if (found == cache_.end()) {
-      const NaiveParts parts{index_part, !index_part};
+      const NaiveParts parts{part == NaivePart::kIndex, part == NaivePart::kAttention, part == NaivePart::kTraining};
       found = cache_.emplace(key, NaiveEvaluate(problem_, precision, selection_, order, parts)).first;
     }
     return found->second;
@@ -138,7 +143,7 @@ class NaiveCache {
  private:
   const Problem& problem_;
   const std::vector<int32_t>& selection_;
-  std::map<std::tuple<Precision, ScaleOrder, bool>, NaiveOutputs> cache_;
+  std::map<std::tuple<Precision, ScaleOrder, NaivePart>, NaiveOutputs> cache_;
 };
 
 constexpr ScaleOrder kScaleOrders[] = {ScaleOrder::kScaleAfterDot, ScaleOrder::kPrescaledQuery};
@@ -178,9 +183,28 @@ std::vector<double> Fp16RoundingSteps(const Problem& problem, const std::vector<
 }
 
 bool IsExact(const CandidateFormat& f, const Candidate& candidate) {
-  return f.score.value == Precision::kExact && (!candidate.out || f.out.value == Precision::kExact) &&
-         (!candidate.lse || f.lse.value == Precision::kExact) &&
-         (!candidate.index_lse || f.index_lse.value == Precision::kExact);
+  const std::pair<const std::optional<std::vector<double>>*, const Chosen<Precision>*> outputs[] = {
+      {&candidate.out, &f.out}, {&candidate.lse, &f.lse}, {&candidate.index_lse, &f.index_lse},
+      {&candidate.dq, &f.dq},   {&candidate.dk, &f.dk},   {&candidate.dv, &f.dv},
+      {&candidate.dqi, &f.dqi}, {&candidate.dki, &f.dki}, {&candidate.kl_loss, &f.kl_loss}};
+  bool exact = f.score.value == Precision::kExact;
+  for (const auto& [values, precision] : outputs) exact = exact && (!*values || precision->value == Precision::kExact);
+  return exact;
+}
+
+// The training outputs of the reference on `selection` (the reference's own outputs when it is the reference's
+// selection).
+Status ExpectedTraining(const Problem& problem, const Outputs& reference, const std::vector<int32_t>& selection,
+                        bool own_selection, Outputs* expected) {
+  *expected = reference;
+  if (!own_selection || !problem.dout) return Status::Ok();
+  Config exact = problem.config;
+  exact.precision = Precision::kExact;
+  const SelectionView view{selection.data()};
+  MSA_RETURN_IF_ERROR(Backward(*FindBackend("reference"), exact, problem.attention_inputs(), view,
+                               problem.gradient_inputs(), expected->attention_gradients()));
+  return IndexerKl(*FindBackend("reference"), exact, problem.index_inputs(), problem.attention_inputs(), view,
+                   expected->indexer_kl_outputs());
 }
 
 std::vector<double> ToLseBase(std::vector<double> values, LseBase base) {
@@ -209,7 +233,7 @@ bool ParseLseBase(std::string_view name, LseBase* base) {
 CandidateFormat BackendFormat(const Problem& problem, Precision precision) {
   CandidateFormat format;
   const std::string from = "the backend ran at " + std::string(PrecisionName(precision));
-  format.out = {precision, from};
+  format.out = format.dq = format.dk = format.dv = format.dqi = format.dki = format.kl_loss = {precision, from};
   if (precision == Precision::kExact) {
     format.score = format.lse = format.index_lse = {precision, from};
     return format;
@@ -260,6 +284,20 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   if (candidate.lse) MSA_RETURN_IF_ERROR(check_size("lse", candidate.lse->size(), total_q * c.num_q_heads));
   if (candidate.index_lse)
     MSA_RETURN_IF_ERROR(check_size("index_lse", candidate.index_lse->size(), c.num_kv_heads * total_q));
+  const int64_t total_k = problem.batch().total_k();
+  const bool training =
+      candidate.dq || candidate.dk || candidate.dv || candidate.dqi || candidate.dki || candidate.kl_loss;
+  if (training && !problem.dout) {
+    return InvalidArgument("training outputs (dq, dk, dv, dqi, dki, kl_loss) are judged only on inputs with dout");
+  }
+  for (const auto& [name, values, size] : {std::tuple{"dq", &candidate.dq, total_q * c.num_q_heads * c.head_dim},
+                                           {"dk", &candidate.dk, total_k * c.num_kv_heads * c.head_dim},
+                                           {"dv", &candidate.dv, total_k * c.num_kv_heads * c.value_dim},
+                                           {"dqi", &candidate.dqi, total_q * c.num_kv_heads * c.index_head_dim},
+                                           {"dki", &candidate.dki, total_k * c.index_head_dim},
+                                           {"kl_loss", &candidate.kl_loss, int64_t{1}}}) {
+    if (*values) MSA_RETURN_IF_ERROR(check_size(name, (*values)->size(), size));
+  }
 
   *verdict = Verdict{};
   const CandidateFormat format = options.format ? *options.format : BackendFormat(problem, options.precision);
@@ -313,7 +351,7 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
   } else {
     verdict->attention_selection = "reference";
   }
-  if (!candidate.out && !candidate.lse && !candidate.index_lse) return Status::Ok();
+  if (!candidate.out && !candidate.lse && !candidate.index_lse && !training) return Status::Ok();
 
   // Expectations on the attention's selection: the reference's outputs, recomputed only where the candidate's
   // own selection holds other blocks (attention and index_lse read each row as a set).
@@ -339,6 +377,10 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     }
   }
 
+  Outputs expected_training;
+  if (training) {
+    MSA_RETURN_IF_ERROR(ExpectedTraining(problem, reference, attention_selection, own_selection, &expected_training));
+  }
   NaiveCache naive(problem, attention_selection);
   const std::vector<double> fp16_steps = Fp16RoundingSteps(problem, exact_scores, attention_selection, selection.tau);
   const std::vector<double> none;
@@ -349,19 +391,32 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     const std::optional<std::vector<double>>& got;
     const std::vector<double>& expected;
     const Chosen<Precision>& precision;
-    bool index_part, is_lse;
+    NaivePart part;
+    bool is_lse;
     std::vector<double> NaiveOutputs::*naive_values;
     double ErrorFloors::*floor;
     const std::vector<double>& allowance;  // per element, or empty
     std::function<Mismatch(int64_t)> locate;
   };
   const Judged judged[] = {
-      {"out", candidate.out, expected_out, format.out, false, false, &NaiveOutputs::out, &ErrorFloors::out, none,
-       [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.value_dim); }},
-      {"lse", candidate.lse, expected_lse, format.lse, false, true, &NaiveOutputs::lse, &ErrorFloors::lse, none,
-       [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, 1); }},
-      {"index_lse", candidate.index_lse, expected_index_lse, format.index_lse, true, true, &NaiveOutputs::index_lse,
-       &ErrorFloors::index_lse, fp16_steps, [&](int64_t i) { return locator.GroupMajor(i); }},
+      {"out", candidate.out, expected_out, format.out, NaivePart::kAttention, false, &NaiveOutputs::out,
+       &ErrorFloors::out, none, [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.value_dim); }},
+      {"lse", candidate.lse, expected_lse, format.lse, NaivePart::kAttention, true, &NaiveOutputs::lse,
+       &ErrorFloors::lse, none, [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, 1); }},
+      {"index_lse", candidate.index_lse, expected_index_lse, format.index_lse, NaivePart::kIndex, true,
+       &NaiveOutputs::index_lse, &ErrorFloors::index_lse, fp16_steps, [&](int64_t i) { return locator.GroupMajor(i); }},
+      {"dq", candidate.dq, expected_training.dq, format.dq, NaivePart::kTraining, false, &NaiveOutputs::dq,
+       &ErrorFloors::dq, none, [&](int64_t i) { return locator.QueryMajor(i, c.num_q_heads, c.head_dim); }},
+      {"dk", candidate.dk, expected_training.dk, format.dk, NaivePart::kTraining, false, &NaiveOutputs::dk,
+       &ErrorFloors::dk, none, [&](int64_t i) { return locator.KeyMajor(i, c.num_kv_heads, c.head_dim); }},
+      {"dv", candidate.dv, expected_training.dv, format.dv, NaivePart::kTraining, false, &NaiveOutputs::dv,
+       &ErrorFloors::dv, none, [&](int64_t i) { return locator.KeyMajor(i, c.num_kv_heads, c.value_dim); }},
+      {"dqi", candidate.dqi, expected_training.dqi, format.dqi, NaivePart::kTraining, false, &NaiveOutputs::dqi,
+       &ErrorFloors::dqi, none, [&](int64_t i) { return locator.QueryMajor(i, c.num_kv_heads, c.index_head_dim); }},
+      {"dki", candidate.dki, expected_training.dki, format.dki, NaivePart::kTraining, false, &NaiveOutputs::dki,
+       &ErrorFloors::dki, none, [&](int64_t i) { return locator.KeyMajor(i, 1, c.index_head_dim); }},
+      {"kl_loss", candidate.kl_loss, expected_training.kl_loss, format.kl_loss, NaivePart::kTraining, false,
+       &NaiveOutputs::kl_loss, &ErrorFloors::kl_loss, none, [&](int64_t) { return Mismatch{}; }},
   };
   for (const Judged& j : judged) {
     if (!j.got) continue;
@@ -374,10 +429,14 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
     const std::vector<double> expected = j.is_lse ? ToLseBase(j.expected, format.lse_base.value) : j.expected;
     double naive_error = 0;
     for (ScaleOrder order : kScaleOrders) {
-      const NaiveOutputs& outputs = naive.Get(j.precision.value, order, j.index_part);
+      const NaiveOutputs& outputs = naive.Get(j.precision.value, order, j.part);
       naive_error = std::max(naive_error, NaiveError(outputs.*j.naive_values, j.expected, j.allowance));
     }
-    const double floor = ErrorFloorsOf(problem, j.precision.value).*j.floor;
+    const TrainingMagnitudes* magnitudes =
+        j.part == NaivePart::kTraining
+            ? &naive.Get(j.precision.value, ScaleOrder::kScaleAfterDot, NaivePart::kTraining).magnitudes
+            : nullptr;
+    const double floor = ErrorFloorsOf(problem, j.precision.value, magnitudes).*j.floor;
     std::vector<double> allowance = j.allowance;
     for (double& value : allowance) value *= scale;
     verdict->tensors.push_back(JudgeRule(j.name, *j.got, expected, scale * naive_error, scale * floor, allowance,

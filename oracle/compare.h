@@ -39,6 +39,10 @@ struct CandidateFormat {
   // The precision each float output is judged at (its own dtype unless overridden).
   Chosen<Precision> out{Precision::kExact, "default"}, lse{Precision::kExact, "default"},
       index_lse{Precision::kExact, "default"};
+  // Training (SPEC section 8), each at its own dtype unless overridden.
+  Chosen<Precision> dq{Precision::kExact, "default"}, dk{Precision::kExact, "default"},
+      dv{Precision::kExact, "default"}, dqi{Precision::kExact, "default"}, dki{Precision::kExact, "default"},
+      kl_loss{Precision::kExact, "default"};
   Chosen<TopkLayout> topk_layout{TopkLayout::kHeadMajor, "default"};
   Chosen<SelectionOrder> order{SelectionOrder::kStrict, "default"};
   Chosen<LseBase> lse_base{LseBase::kE, "default"};
@@ -54,10 +58,17 @@ CandidateFormat BackendFormat(const Problem& problem, Precision precision);
 
 // What is judged: any subset of the outputs of SPEC section 7, widened to double (selection as int32).
 struct Candidate {
-  std::optional<std::vector<int32_t>> topk_indices;  // in the candidate's topk_layout
-  std::optional<std::vector<double>> out;            // [total_q, Hq, Dv]
-  std::optional<std::vector<double>> lse;            // [total_q, Hq], in the candidate's lse_base
-  std::optional<std::vector<double>> index_lse;      // [Hidx, total_q], in the candidate's lse_base
+  std::optional<std::vector<int32_t>> topk_indices = std::nullopt;  // in the candidate's topk_layout
+  std::optional<std::vector<double>> out = std::nullopt;            // [total_q, Hq, Dv]
+  std::optional<std::vector<double>> lse = std::nullopt;            // [total_q, Hq], in the candidate's lse_base
+  std::optional<std::vector<double>> index_lse = std::nullopt;      // [Hidx, total_q], in the candidate's lse_base
+  // Training (SPEC section 8), judged when the problem has dout.
+  std::optional<std::vector<double>> dq = std::nullopt;       // [total_q, Hq, D]
+  std::optional<std::vector<double>> dk = std::nullopt;       // [total_k, Hkv, D]
+  std::optional<std::vector<double>> dv = std::nullopt;       // [total_k, Hkv, Dv]
+  std::optional<std::vector<double>> dqi = std::nullopt;      // [total_q, Hidx, Di]
+  std::optional<std::vector<double>> dki = std::nullopt;      // [total_k, 1, Di]
+  std::optional<std::vector<double>> kl_loss = std::nullopt;  // one value
 };
 
 struct JudgeOptions {
@@ -71,10 +82,12 @@ struct JudgeOptions {
   int max_listed = 8;         // mismatches listed per tensor
 };
 
-// One element that broke a rule, located in the batch.
+// One element that broke a rule, located in the batch: a query's (row t, its sequence, its index there), or for the
+// key-major tensors of training (dk, dv, dki) a key's (key_row s, its sequence, key its position there).
 struct Mismatch {
   int64_t sequence = -1, query = -1;  // query index within its sequence
   int64_t row = -1;                   // global query row t
+  int64_t key = -1, key_row = -1;     // key position within its sequence, global key row s
   int64_t head = -1;                  // query head, or group for index tensors
   int64_t index = -1;                 // dim for out, slot for topk_indices, -1 otherwise
   double got = 0, expected = 0;

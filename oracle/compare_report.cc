@@ -19,8 +19,11 @@ std::string Number(double value) {
 }
 
 std::string Where(const Mismatch& m) {
-  std::string text = "seq " + std::to_string(m.sequence) + " query " + std::to_string(m.query) + " (row " +
-                     std::to_string(m.row) + ")";
+  std::string text = m.key_row >= 0 ? "seq " + std::to_string(m.sequence) + " key " + std::to_string(m.key) +
+                                          " (key row " + std::to_string(m.key_row) + ")"
+                     : m.row >= 0 ? "seq " + std::to_string(m.sequence) + " query " + std::to_string(m.query) +
+                                        " (row " + std::to_string(m.row) + ")"
+                                  : "the value";
   if (m.head >= 0) text += " head " + std::to_string(m.head);
   if (m.index >= 0) text += " dim " + std::to_string(m.index);
   return text;
@@ -40,6 +43,10 @@ nlohmann::ordered_json FiniteOrText(double value) {
 
 nlohmann::ordered_json MismatchJson(const Mismatch& m) {
   nlohmann::ordered_json json{{"sequence", m.sequence}, {"query", m.query}, {"row", m.row}, {"head", m.head}};
+  if (m.key_row >= 0) {
+    json["key"] = m.key;
+    json["key_row"] = m.key_row;
+  }
   if (m.index >= 0) json["index"] = m.index;
   if (m.why.empty()) {
     json["got"] = FiniteOrText(m.got);
@@ -160,7 +167,9 @@ std::string FormatVerdict(const Verdict& verdict, RuleSpelling spell) {
       text += ", rows with an ambiguous fp16 block score allowed up to " + Number(t.max_allowance) + " more";
     if (t.one_sided_nonfinite > 0) text += ", " + std::to_string(t.one_sided_nonfinite) + " one-sided NaN/Inf";
     text += "\n";
-    if (t.worst.row >= 0) text += "      worst: " + Where(t.worst) + ": " + Values(t.worst, t.precision.value) + "\n";
+    if (t.worst.row >= 0 || t.worst.key_row >= 0 || t.elements == 1) {
+      text += "      worst: " + Where(t.worst) + ": " + Values(t.worst, t.precision.value) + "\n";
+    }
     for (const Mismatch& m : t.listed) text += "      over:  " + Where(m) + ": " + Values(m, t.precision.value) + "\n";
   }
   if (!verdict.tensors.empty()) text += "  attention judged on the " + verdict.attention_selection + " selection\n";
@@ -219,7 +228,7 @@ std::string VerdictToJson(const Verdict& verdict) {
                                   {"nmse", FiniteOrText(t.nmse)},
                                   {"relative_l2", FiniteOrText(t.relative_l2)},
                                   {"max_ulps", FiniteOrText(t.max_ulps)}};
-    if (t.worst.row >= 0) tensor["worst"] = MismatchJson(t.worst);
+    if (t.worst.row >= 0 || t.worst.key_row >= 0 || t.elements == 1) tensor["worst"] = MismatchJson(t.worst);
     tensor["listed"] = nlohmann::ordered_json::array();
     for (const Mismatch& m : t.listed) tensor["listed"].push_back(MismatchJson(m));
     json["tensors"].push_back(tensor);

@@ -2,6 +2,7 @@
 #ifndef MSA_ORACLE_LOCATOR_H_
 #define MSA_ORACLE_LOCATOR_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -32,6 +33,18 @@ struct Locator {
     m.head = index / total_q;
     m.row = index % total_q;
     Place(&m);
+    return m;
+  }
+  // Element `index` of a [total_k, heads, inner] tensor (training's key-major gradients).
+  Mismatch KeyMajor(int64_t index, int64_t heads, int64_t inner) const {
+    Mismatch m;
+    m.key_row = index / (heads * inner);
+    m.head = (index / inner) % heads;
+    m.index = inner > 1 ? index % inner : -1;
+    const std::vector<int32_t>& cu = problem.cu_seqlens_k;
+    m.sequence = std::upper_bound(cu.begin(), cu.end(), int32_t(m.key_row)) - cu.begin() - 1;
+    while (cu[m.sequence + 1] == cu[m.sequence]) ++m.sequence;  // skip empty sequences sharing the offset
+    m.key = m.key_row - cu[m.sequence];
     return m;
   }
   void Place(Mismatch* m) const {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "reference/contributors.h"
 #include "reference/reference.h"
 
 namespace msa {
@@ -23,8 +24,19 @@ class NaiveEvaluator {
         parts_(parts),
         places_(reference::PlaceQueries(problem.batch())) {
     std::vector<std::pair<const SafetensorsTensor*, std::vector<double>*>> tensors;
-    if (parts.index) tensors.insert(tensors.end(), {{&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}});
-    if (parts.attention) tensors.insert(tensors.end(), {{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_}});
+    if (parts.index || parts.training) {
+      tensors.insert(tensors.end(), {{&problem.index_q, &index_q_}, {&problem.index_k, &index_k_}});
+    }
+    if (parts.attention || parts.training) {
+      tensors.insert(tensors.end(), {{&problem.q, &q_}, {&problem.k, &k_}, {&problem.v, &v_}});
+    }
+    if (parts.training) {
+      dout_ = reference::Widen(ViewOf(*problem.dout));
+      if (problem.dlse) dlse_ = reference::Widen(problem.gradient_inputs().dlse);
+      for (std::vector<double>* values : {&dout_, &dlse_}) {
+        for (double& value : *values) value = Round(value);
+      }
+    }
     for (auto [tensor, widened] : tensors) {
       *widened = reference::Widen(ViewOf(*tensor));
       // Each element is rounded on its own, so any split over threads gives the same values.
@@ -81,6 +93,7 @@ class NaiveEvaluator {
         AttendRow(t, h, row, &result.out[(t * c.num_q_heads + h) * c.value_dim], &result.lse[t * c.num_q_heads + h]);
       }
     }
+    if (parts_.training) Training(selection, &result);
     return result;
   }
 
@@ -173,7 +186,14 @@ class NaiveEvaluator {
     *index_lse = LogSumExp(selected);
   }
 
-  void AttendRow(int64_t t, int64_t h, const int32_t* row, double* out, double* lse) const {
+  // A row's softmax pieces the training sums reuse: its largest score and its sum of exponentials.
+  struct RowSoftmax {
+    A m = 0, l = 0;
+  };
+
+  // With `softmax`, also the row's m and l.
+  void AttendRow(int64_t t, int64_t h, const int32_t* row, double* out, double* lse,
+                 RowSoftmax* softmax = nullptr) const {
     const Config& c = config_;
     const reference::QueryPlace& place = places_[t];
     const int64_t d = c.head_dim, dv = c.value_dim, hkv = c.num_kv_heads, r = h / c.group_size();
@@ -195,6 +215,160 @@ class NaiveEvaluator {
     }
     for (int64_t e = 0; e < dv; ++e) out[e] = Round(double(acc[e]));
     *lse = double(m + std::log(l));
+    if (softmax != nullptr) *softmax = {m, l};
+  }
+
+  // ---- training (SPEC section 8), on the forward's stored probabilities ----
+
+  // The forward's stored probability R(exp(s - m) / l) of key row `key` (of the row's set) for query t, head h.
+  A Probability(int64_t t, int64_t h, int64_t key, const RowSoftmax& softmax) const {
+    const Config& c = config_;
+    const int64_t d = c.head_dim, r = h / c.group_size();
+    const double score =
+        Score(&q_[(t * c.num_q_heads + h) * d], &k_[(key * c.num_kv_heads + r) * d], d, c.SoftmaxScale());
+    return A(Round(double(std::exp(A(score) - softmax.m) / softmax.l)));
+  }
+
+  // dS of query t, head h at key row `key`: R(P * (R(dot(dout, v)) - Delta) (+ dlse)); *p receives P.
+  A ScoreGradient(int64_t t, int64_t h, int64_t key, const RowSoftmax& softmax, A delta, A* p) const {
+    const Config& c = config_;
+    const int64_t dv = c.value_dim, row = t * c.num_q_heads + h, r = h / c.group_size();
+    *p = Probability(t, h, key, softmax);
+    const A dp = A(Round(double(Dot(&dout_[row * dv], &v_[(key * c.num_kv_heads + r) * dv], dv))));
+    const A centered = dlse_.empty() ? dp - delta : (dp - delta) + A(dlse_[row]);
+    return A(Round(double(*p * centered)));
+  }
+
+  // The student's side of key row `key` for (t, r): its index score x and rho = exp(x - ilse).
+  A IndexScore(int64_t t, int64_t r, int64_t key) const {
+    const Config& c = config_;
+    const int64_t di = c.index_head_dim;
+    return A(Score(&index_q_[(t * c.num_kv_heads + r) * di], &index_k_[key * di], di, c.IndexScale()));
+  }
+
+  // The teacher's mean probability of key row `key` for (t, r): (sum over the group's heads of P) / G.
+  A TeacherMean(int64_t t, int64_t r, int64_t key, const std::vector<RowSoftmax>& softmax) const {
+    const Config& c = config_;
+    const int64_t g = c.group_size();
+    A sum = 0;
+    for (int64_t h = r * g; h < (r + 1) * g; ++h) sum += Probability(t, h, key, softmax[t * c.num_q_heads + h]);
+    return sum / A(g);
+  }
+
+  // The query side of a gradient sum: kScaleAfterDot R(scale * sum), kPrescaledQuery (the query already scaled)
+  // R(sum).
+  double QuerySideGradient(A sum, double scale) const {
+    return Round(double(order_ == ScaleOrder::kPrescaledQuery ? sum : A(scale) * sum));
+  }
+
+  void Training(const std::vector<int32_t>& selection, NaiveOutputs* result) const {
+    const Config& c = config_;
+    const int64_t total_q = problem_.batch().total_q(), total_k = problem_.batch().total_k();
+    const int64_t hq = c.num_q_heads, hkv = c.num_kv_heads, d = c.head_dim, dv = c.value_dim, di = c.index_head_dim;
+    const int64_t g = c.group_size();
+    const A rows = A(hkv * std::max<int64_t>(total_q, 1));  // N
+    std::vector<RowSoftmax> softmax(total_q * hq);
+    std::vector<A> delta(total_q * hq), ilse(total_q * hkv);
+    std::vector<double> row_kl(total_q * hkv), row_kl_terms(total_q * hkv);
+    result->dq.resize(total_q * hq * d);
+    result->dqi.resize(total_q * hkv * di);
+    const auto row_of = [&](int64_t t, int64_t r) { return &selection[(r * total_q + t) * c.top_k]; };
+
+    // Rows: the forward's m, l and Delta; dq; the KL rows and dqi.
+#pragma omp parallel for schedule(dynamic, 4)
+    for (int64_t t = 0; t < total_q; ++t) {
+      const reference::QueryPlace& place = places_[t];
+      std::vector<double> out(dv);
+      for (int64_t h = 0; h < hq; ++h) {
+        double lse;
+        AttendRow(t, h, row_of(t, h / g), out.data(), &lse, &softmax[t * hq + h]);
+        delta[t * hq + h] = A(Round(double(Dot(&dout_[(t * hq + h) * dv], out.data(), dv))));
+      }
+      for (int64_t h = 0; h < hq; ++h) {
+        std::vector<A> sum(d, A(0));
+        for (int64_t s : SelectedKeys(place.position, row_of(t, h / g))) {
+          const int64_t key = place.key_begin + s;
+          A p;
+          const A ds = ScoreGradient(t, h, key, softmax[t * hq + h], delta[t * hq + h], &p);
+          for (int64_t e = 0; e < d; ++e) sum[e] += ds * A(k_[(key * hkv + h / g) * d + e]);
+        }
+        for (int64_t e = 0; e < d; ++e) result->dq[(t * hq + h) * d + e] = Round(double(A(c.SoftmaxScale()) * sum[e]));
+      }
+      for (int64_t r = 0; r < hkv; ++r) {
+        const std::vector<int64_t> keys = SelectedKeys(place.position, row_of(t, r));
+        std::vector<double> x(keys.size());
+        for (size_t j = 0; j < keys.size(); ++j) x[j] = double(IndexScore(t, r, place.key_begin + keys[j]));
+        const A row_ilse = A(LogSumExp(x));
+        ilse[t * hkv + r] = row_ilse;
+        A kl = 0, terms = 0;
+        std::vector<A> sum(di, A(0));
+        for (size_t j = 0; j < keys.size(); ++j) {
+          const int64_t key = place.key_begin + keys[j];
+          const A log_rho = A(x[j]) - row_ilse, pbar = TeacherMean(t, r, key, softmax);
+          if (pbar > 0) {
+            kl += pbar * (std::log(pbar) - log_rho);
+            terms += pbar * (std::abs(std::log(pbar)) + std::abs(log_rho));
+          }
+          const A gradient = A(Round(double(std::exp(log_rho) - pbar))) / rows;
+          for (int64_t e = 0; e < di; ++e) sum[e] += gradient * A(index_k_[key * di + e]);
+        }
+        row_kl[t * hkv + r] = double(kl);
+        row_kl_terms[t * hkv + r] = double(terms);
+        for (int64_t e = 0; e < di; ++e) {
+          result->dqi[(t * hkv + r) * di + e] = Round(double(A(c.IndexScale()) * sum[e]));
+        }
+      }
+    }
+    A kl = 0;
+    double terms = 0;
+    for (size_t i = 0; i < row_kl.size(); ++i) {
+      kl += A(row_kl[i]);
+      terms += row_kl_terms[i];
+    }
+    result->kl_loss = {double(kl / rows)};
+    result->magnitudes.kl_terms = terms / double(rows);
+
+    // Keys: dk and dv per (key row, group), dki per key row, over their contributors in order.
+    const reference::Contributors contributors(c, problem_.batch(), {selection.data()}, places_);
+    result->dk.resize(total_k * hkv * d);
+    result->dv.resize(total_k * hkv * dv);
+    result->dki.resize(total_k * di);
+    std::vector<double> key_mass(total_k * hkv), index_key_mass(total_k);
+#pragma omp parallel for schedule(dynamic, 16)
+    for (int64_t key = 0; key < total_k; ++key) {
+      for (int64_t r = 0; r < hkv; ++r) {
+        std::vector<A> dk_sum(d, A(0)), dv_sum(dv, A(0));
+        double mass = 0;
+        for (int64_t t : contributors.Of(key, r)) {
+          if (!contributors.KeyIsVisible(key, t)) continue;
+          for (int64_t h = r * g; h < (r + 1) * g; ++h) {
+            A p;
+            const A ds = ScoreGradient(t, h, key, softmax[t * hq + h], delta[t * hq + h], &p);
+            for (int64_t e = 0; e < d; ++e) dk_sum[e] += ds * A(q_[(t * hq + h) * d + e]);
+            for (int64_t e = 0; e < dv; ++e) dv_sum[e] += p * A(dout_[(t * hq + h) * dv + e]);
+            mass += double(p);
+          }
+        }
+        const int64_t key_row = key * hkv + r;
+        for (int64_t e = 0; e < d; ++e) result->dk[key_row * d + e] = QuerySideGradient(dk_sum[e], c.SoftmaxScale());
+        for (int64_t e = 0; e < dv; ++e) result->dv[key_row * dv + e] = Round(double(dv_sum[e]));
+        key_mass[key_row] = mass;
+      }
+      std::vector<A> sum(di, A(0));
+      double mass = 0;
+      for (const auto& [t, r] : contributors.RowsOf(key, hkv)) {
+        const A rho = std::exp(IndexScore(t, r, key) - ilse[t * hkv + r]), pbar = TeacherMean(t, r, key, softmax);
+        const A gradient = A(Round(double(rho - pbar))) / rows;
+        for (int64_t e = 0; e < di; ++e) sum[e] += gradient * A(index_q_[(t * hkv + r) * di + e]);
+        mass += double(rho + pbar);
+      }
+      for (int64_t e = 0; e < di; ++e) result->dki[key * di + e] = QuerySideGradient(sum[e], c.IndexScale());
+      index_key_mass[key] = mass;
+    }
+    for (double mass : key_mass) result->magnitudes.key_mass = std::max(result->magnitudes.key_mass, mass);
+    for (double mass : index_key_mass) {
+      result->magnitudes.index_key_mass = std::max(result->magnitudes.index_key_mass, mass);
+    }
   }
 
   const Problem& problem_;
@@ -204,6 +378,7 @@ class NaiveEvaluator {
   NaiveParts parts_;
   std::vector<reference::QueryPlace> places_;
   std::vector<double> q_, k_, v_, index_q_, index_k_;  // widened and rounded to the precision
+  std::vector<double> dout_, dlse_;                    // training: widened and rounded (dlse_ empty without it)
 };
 
 }  // namespace

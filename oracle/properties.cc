@@ -132,7 +132,7 @@ Status CheckDenseEquivalence(const Backend& backend, const ProblemSpec& spec) {
       reference::DenseCausalAttention(exact, problem.attention_inputs(), dense.attention_outputs(), {}));
   Outputs outputs;
   MSA_RETURN_IF_ERROR(RunBackend(backend, problem, &outputs));
-  return Agrees("dense equivalence", problem, dense, Candidate{std::nullopt, outputs.out, outputs.lse, std::nullopt});
+  return Agrees("dense equivalence", problem, dense, Candidate{.out = outputs.out, .lse = outputs.lse});
 }
 
 Status CheckCausality(const Backend& backend, const ProblemSpec& spec, uint64_t seed) {
@@ -236,8 +236,7 @@ Status CheckBlockOrderInvariance(const Backend& backend, const ProblemSpec& spec
     MSA_RETURN_IF_ERROR(SameBits("block order invariance", "out", reordered.out, ordered.out));
     return SameBits("block order invariance", "lse", reordered.lse, ordered.lse);
   }
-  return Agrees("block order invariance", problem, reference,
-                Candidate{std::nullopt, reordered.out, reordered.lse, std::nullopt});
+  return Agrees("block order invariance", problem, reference, Candidate{.out = reordered.out, .lse = reordered.lse});
 }
 
 Status CheckShiftInvariance(const Backend& backend, const ProblemSpec& spec, uint64_t seed, double shift) {
@@ -357,10 +356,11 @@ Status CheckSuffixRule(const Backend& backend, const ProblemSpec& spec, int32_t 
   }
   Outputs reference;
   MSA_RETURN_IF_ERROR(RunReference(chunk, &reference));
-  MSA_RETURN_IF_ERROR(Agrees("suffix rule (chunk)", chunk, reference,
-                             Candidate{chunk_outputs.topk_indices, chunk_outputs.out, chunk_outputs.lse, {}}));
+  MSA_RETURN_IF_ERROR(Agrees(
+      "suffix rule (chunk)", chunk, reference,
+      Candidate{.topk_indices = chunk_outputs.topk_indices, .out = chunk_outputs.out, .lse = chunk_outputs.lse}));
   return Agrees("suffix rule (full prefill rows)", chunk, reference,
-                Candidate{rows.topk_indices, rows.out, rows.lse, {}});
+                Candidate{.topk_indices = rows.topk_indices, .out = rows.out, .lse = rows.lse});
 }
 
 Status CheckSoftmaxRowsSumToOne(const Backend& backend, const ProblemSpec& spec) {
@@ -391,7 +391,7 @@ Status CheckMaxDominance(const Backend& backend, const ProblemSpec& spec) {
     MSA_RETURN_IF_ERROR(RunReference(problem, &reference));
     Verdict verdict;
     MSA_RETURN_IF_ERROR(
-        Judge(problem, reference, Candidate{outputs.topk_indices, {}, {}, {}}, RulesFor(problem), &verdict));
+        Judge(problem, reference, Candidate{.topk_indices = outputs.topk_indices}, RulesFor(problem), &verdict));
     tau = verdict.selection.tau;
   }
   const Config& c = problem.config;

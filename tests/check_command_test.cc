@@ -109,7 +109,9 @@ TEST_F(CheckCommandTest, NothingToCheckIsBadInput) {
   const std::string theirs = WriteTheirs("empty.safetensors", {Floats("other", DType::kF64, {1}, {1.0})});
   EXPECT_EQ(Check({"--outputs", theirs}), 2);
   EXPECT_EQ(err_.str(),
-            "msa: error: " + theirs + ": supplies none of topk_indices, out, lse, index_lse: nothing to check\n");
+            "msa: error: " + theirs +
+                ": supplies none of topk_indices, out, lse, index_lse (nor training's dq, dk, dv, dqi, dki, "
+                "kl_loss): nothing to check\n");
 }
 
 TEST_F(CheckCommandTest, WrongShapeIsBadInput) {

@@ -28,7 +28,9 @@ Verdict JudgeGpuOutputs(const Problem& problem, const Outputs& reference, const 
   options.precision = precision;
   Verdict verdict;
   const Status status =
-      Judge(problem, reference, Candidate{gpu.topk_indices, gpu.out, gpu.lse, gpu.index_lse}, options, &verdict);
+      Judge(problem, reference,
+            Candidate{.topk_indices = gpu.topk_indices, .out = gpu.out, .lse = gpu.lse, .index_lse = gpu.index_lse},
+            options, &verdict);
   EXPECT_TRUE(status.ok()) << status.message();
   return verdict;
 }

@@ -79,7 +79,9 @@ int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) 
   if (!status.ok()) return 0;
   Verdict verdict;
   EXPECT_TRUE(
-      Judge(problem, reference, Candidate{own.topk_indices, own.out, own.lse, own.index_lse}, Fp32Rules(), &verdict)
+      Judge(problem, reference,
+            Candidate{.topk_indices = own.topk_indices, .out = own.out, .lse = own.lse, .index_lse = own.index_lse},
+            Fp32Rules(), &verdict)
           .ok());
   EXPECT_TRUE(verdict.passed()) << name << " (own selection):\n" << FormatVerdict(verdict);
   EXPECT_EQ(verdict.selection.invalid_rows, 0);
@@ -90,9 +92,9 @@ int64_t ExpectPassesTheOracle(const std::string& name, const ProblemSpec& spec) 
                                SelectionView{reference.topk_indices.data()}, on_reference.attention_outputs());
   EXPECT_TRUE(attend.ok()) << attend.message();
   Verdict attention;
-  EXPECT_TRUE(Judge(problem, reference, Candidate{std::nullopt, on_reference.out, on_reference.lse, std::nullopt},
-                    Fp32Rules(), &attention)
-                  .ok());
+  EXPECT_TRUE(
+      Judge(problem, reference, Candidate{.out = on_reference.out, .lse = on_reference.lse}, Fp32Rules(), &attention)
+          .ok());
   EXPECT_TRUE(attention.passed()) << name << " (reference selection):\n" << FormatVerdict(attention);
 
   // block_scores are fp32 values of the pooled scores: within tau of the FP64 ones wherever visible; fp16 scores

@@ -15,7 +15,9 @@
 namespace msa::python {
 namespace {
 
-constexpr const char* kInputNames[] = {"q", "k", "v", "index_q", "index_k", "cu_seqlens_q", "cu_seqlens_k"};
+// The file contract's inputs (SPEC section 7), training's dout and dlse among them.
+constexpr const char* kInputNames[] = {"q",    "k",   "v", "index_q", "index_k", "cu_seqlens_q", "cu_seqlens_k",
+                                       "dout", "dlse"};
 constexpr const char* kRuleNames[] = {"precision", "score_precision", "order", "topk_layout", "lse_base"};
 // The rules a candidate's __metadata__ may carry (SPEC section 7): written into a dumped outputs file.
 constexpr const char* kMetadataRules[] = {"score_precision", "order", "topk_layout", "lse_base"};

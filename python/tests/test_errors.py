@@ -82,7 +82,8 @@ def test_attend_refuses_invalid_selections(inputs):
 
 def test_check_refuses_bad_arguments(inputs):
     ref = mo.reference(**inputs, config=CONFIG)
-    raises(r'^outputs: unknown tensor "topk" \(known: topk_indices, out, lse, index_lse\)', mo.check, inputs=inputs,
+    raises(r'^outputs: unknown tensor "topk" \(known: topk_indices, out, lse, index_lse, dq, dk, dv, dqi, dki, '
+           r'kl_loss\)', mo.check, inputs=inputs,
            outputs=dict(topk=ref.topk_indices), config=CONFIG)
     raises(r'^inputs: tensor "v" is missing', mo.check, inputs={k: a for k, a in inputs.items() if k != "v"},
            outputs=dict(out=ref.out), config=CONFIG)
