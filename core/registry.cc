@@ -1,4 +1,6 @@
 // The one list of backends compiled into this binary. Only this file sees MSA_HAVE_SIMD / MSA_HAVE_CUDA.
+#include <string>
+
 #include "msa/msa.h"
 #include "reference/reference.h"
 #ifdef MSA_HAVE_SIMD
@@ -31,10 +33,21 @@ const Backend* FindBackend(std::string_view name) {
   return nullptr;
 }
 
-const Backend* FastestBackend(const Config& config) {
+Status BackendRuns(const Backend& backend, const Config& config, bool training) {
+  if (!backend.is_available()) {
+    return Unsupported("backend " + std::string(backend.name) + " is not available on this machine");
+  }
+  MSA_RETURN_IF_ERROR(backend.supports(config));
+  if (training && (backend.backward == nullptr || backend.indexer_kl == nullptr)) {
+    return Unsupported("backend " + std::string(backend.name) + " has no backward and indexer KL (training)");
+  }
+  return Status::Ok();
+}
+
+const Backend* FastestBackend(const Config& config, bool training) {
   const std::span<const Backend> backends = AllBackends();
   for (auto backend = backends.rbegin(); backend != backends.rend(); ++backend) {
-    if (backend->is_available() && backend->supports(config).ok()) return &*backend;
+    if (BackendRuns(*backend, config, training).ok()) return &*backend;
   }
   return nullptr;
 }

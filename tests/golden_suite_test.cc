@@ -109,6 +109,33 @@ TEST(GoldenSuite, SmokeRoundTripsThroughTheCli) {
   EXPECT_NE(verify.out.find(total + " of " + total + " cases passed"), std::string::npos) << verify.out;
 }
 
+// The training suite (SPEC section 8): its outputs files hold the six training tensors, verify recomputes them bit for
+// bit, and a flipped gradient bit fails that case naming the tensor.
+TEST(GoldenSuite, TrainingRoundTripsThroughTheCli) {
+  TempDir temp;
+  const std::string dir = temp / "training";
+  std::vector<TestCase> cases;
+  ASSERT_TRUE(GoldenSuite("training", &cases));
+  const CliResult generate = RunMsa({"golden", "generate", "--suite", "training", "--dir", dir});
+  ASSERT_EQ(generate.code, 0) << generate.err;
+  SafetensorsFile outputs;
+  ASSERT_TRUE(ReadSafetensors((fs::path(dir) / cases[0].name / kGoldenOutputs).string(), &outputs).ok());
+  for (const char* name : {"dq", "dk", "dv", "dqi", "dki", "kl_loss"}) EXPECT_NE(outputs.Find(name), nullptr) << name;
+  EXPECT_EQ(outputs.Find("kl_loss")->shape, std::vector<int64_t>{});
+  const CliResult verify = RunMsa({"golden", "verify", "--dir", dir, "--backend", "reference"});
+  const std::string total = std::to_string(cases.size());
+  EXPECT_NE(verify.out.find(total + " of " + total + " cases passed"), std::string::npos) << verify.out;
+
+  const fs::path target = fs::path(dir) / cases[0].name / kGoldenOutputs;
+  SafetensorsTensor* dk = nullptr;
+  for (SafetensorsTensor& tensor : outputs.tensors) dk = tensor.name == "dk" ? &tensor : dk;
+  dk->bytes[8 * 5] ^= 1;  // the lowest bit of dk element 5
+  ASSERT_TRUE(WriteSafetensors(target.string(), outputs).ok());
+  const CliResult corrupted = RunMsa({"golden", "verify", "--dir", dir, "--backend", "reference"});
+  EXPECT_EQ(corrupted.code, 1) << corrupted.out;
+  EXPECT_NE(CaseLine(corrupted.out, cases[0].name).find("FAIL"), std::string::npos) << corrupted.out;
+}
+
 TEST(GoldenSuite, ManifestRecordsEveryCaseAndFileHash) {
   TempDir temp;
   const std::vector<TestCase> cases = Smoke();

@@ -108,8 +108,11 @@ struct Backend {
 std::span<const Backend> AllBackends();
 // The named backend, or nullptr when it is not compiled in.
 const Backend* FindBackend(std::string_view name);
-// The fastest backend that is available on this machine and supports `config` (its precision), or nullptr.
-const Backend* FastestBackend(const Config& config);
+// Whether `backend` can run `config` here: available, supporting it, and with `training` (SPEC section 8) having
+// a backward and an indexer KL. The Status says why not.
+Status BackendRuns(const Backend& backend, const Config& config, bool training = false);
+// The fastest backend that runs `config` (BackendRuns), or nullptr.
+const Backend* FastestBackend(const Config& config, bool training = false);
 
 // Sizes derived from the batch: max_blocks = ceil(max k_len / block_size).
 int64_t MaxBlocks(const Config& config, const Batch& batch);

@@ -8,11 +8,11 @@
 docs/python.md is the guide; SPEC.md section 5 the rules the judge applies."""
 from . import golden, layouts
 from ._core import Unsupported, version as __version__
-from .compute import Attention, Reference, Selection, attend, backends, reference, select
+from .compute import Attention, Reference, Selection, Training, attend, backends, reference, select, training
 from .config import Config
 from .judge import OracleMismatch, Verdict, check, msa_tool
 
 __all__ = [
-    "Attention", "Config", "OracleMismatch", "Reference", "Selection", "Unsupported", "Verdict", "attend", "backends",
-    "check", "golden", "layouts", "msa_tool", "reference", "select",
+    "Attention", "Config", "OracleMismatch", "Reference", "Selection", "Training", "Unsupported", "Verdict", "attend",
+    "backends", "check", "golden", "layouts", "msa_tool", "reference", "select", "training",
 ]

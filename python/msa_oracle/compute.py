@@ -103,6 +103,39 @@ def reference(q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k, *, config=N
     return Reference(**_results(result, names, q), backend=result["backend"], kernel_plan=result["kernel_plan"])
 
 
+@dataclasses.dataclass
+class Training:
+    dq: Any  # [total_q, Hq, D] float64
+    dk: Any  # [total_k, Hkv, D]
+    dv: Any  # [total_k, Hkv, Dv]
+    dqi: Any  # [total_q, Hidx, Di]
+    dki: Any  # [total_k, 1, Di]
+    kl_loss: Any  # a float64 scalar (0-d)
+    teacher_lse: Any  # [total_q, Hq]: the main branch's lse
+    indexer_lse: Any  # [Hidx, total_q]: logsumexp of the index scores over the key set
+    backend: str
+
+
+def training(q, k, v, index_q, index_k, topk_indices, cu_seqlens_q, cu_seqlens_k, dout, dlse=None, *, config=None,
+             backend="auto", topk_layout="head_major") -> Training:
+    """The training functions of SPEC section 8 on a given selection (held fixed): the main branch's backward (dq,
+    dk, dv of sum(dout * out) + sum(dlse * lse)) and the indexer's KL distillation (kl_loss, dqi, dki). dout
+    [total_q, Hq, Dv], dlse [total_q, Hq] or None."""
+    from . import layouts
+
+    config = _config(config)
+    topk_indices = layouts.topk(topk_indices, layout=topk_layout)
+    named = dict(q=q, k=k, v=v, index_q=index_q, index_k=index_k, topk_indices=topk_indices,
+                 cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, dout=dout)
+    if dlse is not None:
+        named["dlse"] = dlse[..., None]  # [total_q, Hq, 1]: a view
+    backend, args = _placed(named, backend, config)
+    dlse = args.pop("dlse", None)
+    result = _core.training(config.to_json(), **args, dlse=dlse, backend=backend)
+    names = ("dq", "dk", "dv", "dqi", "dki", "kl_loss", "teacher_lse", "indexer_lse")
+    return Training(**_results(result, names, q), backend=result["backend"])
+
+
 def backends():
     """Every backend compiled into the module: [(name, available on this machine)], slowest first."""
     return [tuple(entry) for entry in _core.backends()]

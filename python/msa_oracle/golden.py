@@ -12,8 +12,6 @@ import numpy as np
 from . import _arrays, _core
 from .config import Config
 
-INPUT_NAMES = ("q", "k", "v", "index_q", "index_k", "cu_seqlens_q", "cu_seqlens_k")
-OUTPUT_NAMES = ("topk_indices", "block_scores", "index_lse", "out", "lse")
 MANIFEST = "MANIFEST.json"
 
 
@@ -51,14 +49,16 @@ class Case:
     directory: str
 
     def inputs(self, like=None) -> dict:
-        """q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k: numpy arrays, or torch tensors on `like`'s device."""
+        """q, k, v, index_q, index_k, cu_seqlens_q, cu_seqlens_k (and a training case's dout, dlse): numpy arrays, or
+        torch tensors on `like`'s device."""
         tensors, _ = _read(os.path.join(self.directory, "inputs.safetensors"))
-        return {name: _as_kind(tensors[name], like) for name in INPUT_NAMES}
+        return {name: _as_kind(array, like) for name, array in tensors.items()}
 
     def expected(self, like=None) -> dict:
-        """The FP64 reference outputs: topk_indices, block_scores, index_lse, out, lse."""
+        """The FP64 reference outputs: topk_indices, block_scores, index_lse, out, lse (and a training case's dq, dk,
+        dv, dqi, dki, kl_loss)."""
         tensors, _ = _read(os.path.join(self.directory, "outputs.safetensors"))
-        return {name: _as_kind(tensors[name], like) for name in OUTPUT_NAMES}
+        return {name: _as_kind(array, like) for name, array in tensors.items()}
 
 
 def _sha256(path):
@@ -99,7 +99,8 @@ def load(directory) -> list:
 
 
 def case_names(suite="smoke") -> list:
-    """The names of a suite's cases ("smoke", "full" or "dialects"), in order."""
+    """The names of a suite's cases (a name of _core.golden_suites: "smoke", "full", "dialects", "training"), in
+    order."""
     return list(_core.golden_case_names(suite))
 
 

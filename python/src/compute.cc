@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,9 +187,52 @@ nb::dict ReferenceBinding(const std::string& config_json, const Array& q, const 
   return result;
 }
 
+// Training (SPEC section 8) on a given selection: dq, dk, dv, kl_loss, dqi, dki and the two LSEs. dlse: [total_q, Hq,
+// 1] (the Python layer adds the axis) or None.
+nb::dict TrainingBinding(const std::string& config_json, const Array& q, const Array& k, const Array& v,
+                         const Array& index_q, const Array& index_k, const Array& topk_indices, const Array& cu_q,
+                         const Array& cu_k, const Array& dout, std::optional<Array> dlse,
+                         const std::string& backend_name) {
+  AttentionArgs attention_args(q, k, v, cu_q, cu_k);
+  IndexArgs index_args(index_q, index_k, cu_q, cu_k);
+  const AttentionInputs& in = attention_args.inputs;
+  const Config config = ConfigOf(config_json, Int(in.q.heads), Int(in.k.heads), Int(in.q.dim), Int(in.v.dim),
+                                 Int(index_args.inputs.index_q.dim));
+  const int32_t* ids = Int32Selection(topk_indices, "topk_indices",
+                                      {int64_t(config.num_kv_heads), in.batch.total_q(), int64_t(config.top_k)});
+  GradientInputs gradients{FloatTensor(dout, "dout", "[total_q, Hq, Dv]"), {}};
+  if (dlse) gradients.dlse = FloatTensor(*dlse, "dlse", "[total_q, Hq, 1] (dlse [total_q, Hq] with an axis added)");
+  const Backend& backend = ChooseBackend(backend_name, config);
+  const int64_t total_q = in.batch.total_q(), total_k = in.batch.total_k();
+  std::vector<double> dq(total_q * config.num_q_heads * config.head_dim),
+      dk(total_k * config.num_kv_heads * config.head_dim), dv(total_k * config.num_kv_heads * config.value_dim),
+      dqi(total_q * config.num_kv_heads * config.index_head_dim), dki(total_k * config.index_head_dim),
+      teacher_lse(total_q * config.num_q_heads), indexer_lse(config.num_kv_heads * total_q), kl_loss(1);
+  {
+    WithoutGil unlocked;
+    ThrowIfError(Backward(backend, config, in, SelectionView{ids}, gradients, {dq.data(), dk.data(), dv.data()}));
+    ThrowIfError(IndexerKl(backend, config, index_args.inputs, in, SelectionView{ids},
+                           {kl_loss.data(), dqi.data(), dki.data(), teacher_lse.data(), indexer_lse.data()}));
+  }
+  const auto size = [](int64_t n) { return size_t(n); };
+  nb::dict result;
+  result["dq"] = NumpyArray(std::move(dq), {size(total_q), size(config.num_q_heads), size(config.head_dim)});
+  result["dk"] = NumpyArray(std::move(dk), {size(total_k), size(config.num_kv_heads), size(config.head_dim)});
+  result["dv"] = NumpyArray(std::move(dv), {size(total_k), size(config.num_kv_heads), size(config.value_dim)});
+  result["dqi"] = NumpyArray(std::move(dqi), {size(total_q), size(config.num_kv_heads), size(config.index_head_dim)});
+  result["dki"] = NumpyArray(std::move(dki), {size(total_k), 1, size(config.index_head_dim)});
+  result["kl_loss"] = NumpyArray(std::move(kl_loss), {});
+  result["teacher_lse"] = NumpyArray(std::move(teacher_lse), {size(total_q), size(config.num_q_heads)});
+  result["indexer_lse"] = NumpyArray(std::move(indexer_lse), {size(config.num_kv_heads), size(total_q)});
+  result["backend"] = std::string(backend.name);
+  return result;
+}
+
 }  // namespace
 
 void AddComputeFunctions(nb::module_& m) {
+  m.def("training", &TrainingBinding, "config_json"_a, "q"_a, "k"_a, "v"_a, "index_q"_a, "index_k"_a, "topk_indices"_a,
+        "cu_seqlens_q"_a, "cu_seqlens_k"_a, "dout"_a, "dlse"_a.none(), "backend"_a);
   m.def("select", &SelectBinding, "config_json"_a, "index_q"_a, "index_k"_a, "cu_seqlens_q"_a, "cu_seqlens_k"_a,
         "backend"_a);
   m.def("attend", &AttendBinding, "config_json"_a, "q"_a, "k"_a, "v"_a, "topk_indices"_a, "cu_seqlens_q"_a,

@@ -86,29 +86,25 @@ void PrintNeedle(std::ostream& out, const Problem& problem, const Outputs& outpu
       << Fixed(scores[needle.block], 3) << ", best other history block " << Fixed(best_other, 3) << ")\n";
 }
 
-// The backend that runs `config`: the named one (it must be available and support the config), else the
-// fastest available one that supports it. Errors name the backend and the precision.
-Status ChooseBackend(const Backend* named, const Config& config, bool precision_given, const Backend** chosen) {
+// The backend that runs `config` (and, with `training`, its backward and indexer KL): the named one, else the fastest
+// that runs it (BackendRuns). Errors name the backend and the precision.
+Status ChooseBackend(const Backend* named, const Config& config, bool precision_given, bool training,
+                     const Backend** chosen) {
   const std::string precision =
       (precision_given ? "--precision " : "precision ") + std::string(PrecisionName(config.precision));
   if (named != nullptr) {
     const std::string what = "--backend " + std::string(named->name) + ", " + precision + ": ";
-    if (!named->is_available()) {
-      return Unsupported(what + "backend " + std::string(named->name) + " is not available on this machine");
+    if (Status status = BackendRuns(*named, config, training); !status.ok()) {
+      return Status(status.code(), what + status.message());
     }
-    if (Status status = named->supports(config); !status.ok()) return Status(status.code(), what + status.message());
     *chosen = named;
     return Status::Ok();
   }
-  *chosen = FastestBackend(config);
+  *chosen = FastestBackend(config, training);
   if (*chosen != nullptr) return Status::Ok();
   std::string reasons;
   for (const Backend& backend : AllBackends()) {
-    const Status status =
-        backend.is_available()
-            ? backend.supports(config)
-            : Unsupported("backend " + std::string(backend.name) + " is not available on this machine");
-    reasons += (reasons.empty() ? "" : "; ") + status.message();
+    reasons += (reasons.empty() ? "" : "; ") + BackendRuns(backend, config, training).message();
   }
   return Unsupported(precision + ": no available backend supports it (" + reasons + ")");
 }
@@ -157,7 +153,9 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   if (!options.index_format.empty()) problem.config.index_format = index_format;  // else the inputs' (native)
   if (!options.score_format.empty()) problem.config.score_format = score_format;  // else the inputs' (native)
   const Backend* backend = nullptr;
-  if (Status status = ChooseBackend(named, problem.config, !options.precision.empty(), &backend); !status.ok()) {
+  if (Status status =
+          ChooseBackend(named, problem.config, !options.precision.empty(), problem.dout.has_value(), &backend);
+      !status.ok()) {
     return CliFail(streams, status.message());
   }
 
@@ -213,6 +211,10 @@ int RunCommand(const RunOptions& options, const CliStreams& streams) {
   }
   if (needle) PrintNeedle(out, problem, outputs, *needle);
   if (!outputs.kernel_plan.empty()) out << "  kernels    " << outputs.kernel_plan << "\n";
+  if (outputs.has_training()) {
+    out << "  training   backward (dq, dk, dv) and indexer KL (dqi, dki) on the selection: kl_loss "
+        << Fixed(outputs.kl_loss[0], 9) << "\n";
+  }
   out << "  sha256     outputs " << OutputsSha256(outputs) << "\n";
   out << "             inputs  " << inputs_sha256 << "\n";
   if (!options.out.empty()) out << "  wrote      " << options.out << "\n";
