@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,9 +92,10 @@ Status Backward(const Backend& backend, const Config& config, const AttentionInp
   MSA_RETURN_IF_ERROR(ValidateAttentionInputs(config, inputs));
   MSA_RETURN_IF_ERROR(ValidateSelectionForAttend(config, inputs.batch, selection));
   MSA_RETURN_IF_ERROR(ValidateGradientInputs(config, inputs.batch, gradients));
-  const bool has_rows = inputs.batch.total_q() > 0;
-  for (const auto& [name, pointer] : {std::pair{"dq", outputs.dq}, {"dk", outputs.dk}, {"dv", outputs.dv}}) {
-    if (has_rows && pointer == nullptr) return InvalidArgument(std::string(name) + ": output pointer is null");
+  const bool has_queries = inputs.batch.total_q() > 0, has_keys = inputs.batch.total_k() > 0;
+  for (const auto& [name, pointer, needed] :
+       {std::tuple{"dq", outputs.dq, has_queries}, {"dk", outputs.dk, has_keys}, {"dv", outputs.dv, has_keys}}) {
+    if (needed && pointer == nullptr) return InvalidArgument(std::string(name) + ": output pointer is null");
   }
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
   if (backend.backward == nullptr) return Unsupported("backend " + std::string(backend.name) + " has no backward");
@@ -109,12 +111,11 @@ Status IndexerKl(const Backend& backend, const Config& config, const IndexInputs
   MSA_RETURN_IF_ERROR(ValidateIndexInputs(config, index_inputs));
   MSA_RETURN_IF_ERROR(ValidateAttentionInputs(config, inputs));
   MSA_RETURN_IF_ERROR(ValidateSelectionForAttend(config, inputs.batch, selection));
-  const bool has_rows = inputs.batch.total_q() > 0;
-  for (const auto& [name, pointer] :
-       {std::pair{"kl_loss", outputs.kl_loss}, {"dqi", outputs.dqi}, {"dki", outputs.dki}}) {
-    if (pointer == nullptr && (has_rows || std::string_view(name) == "kl_loss")) {
-      return InvalidArgument(std::string(name) + ": output pointer is null");
-    }
+  const bool has_queries = inputs.batch.total_q() > 0, has_keys = inputs.batch.total_k() > 0;
+  for (const auto& [name, pointer, needed] : {std::tuple{"kl_loss", outputs.kl_loss, true},
+                                              {"dqi", outputs.dqi, has_queries},
+                                              {"dki", outputs.dki, has_keys}}) {
+    if (needed && pointer == nullptr) return InvalidArgument(std::string(name) + ": output pointer is null");
   }
   MSA_RETURN_IF_ERROR(CheckBackend(backend, config));
   if (backend.indexer_kl == nullptr) {

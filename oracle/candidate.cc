@@ -148,7 +148,8 @@ Status ReadCandidate(const SafetensorsFile& file, const std::string& origin, con
     all_exact = all_exact && output.precision->value == Precision::kExact;
   }
   if (!candidate->topk_indices && !any_float) {
-    return InvalidArgument(origin + ": supplies none of topk_indices, out, lse, index_lse (nor training's dq, dk, dv, "
+    return InvalidArgument(origin +
+                           ": supplies none of topk_indices, out, lse, index_lse (nor training's dq, dk, dv, "
                            "dqi, dki, kl_loss): nothing to check");
   }
   const Chosen<Precision> score_default =

@@ -432,11 +432,11 @@ Status Judge(const Problem& problem, const Outputs& reference, const Candidate& 
       const NaiveOutputs& outputs = naive.Get(j.precision.value, order, j.part);
       naive_error = std::max(naive_error, NaiveError(outputs.*j.naive_values, j.expected, j.allowance));
     }
-    const TrainingMagnitudes* magnitudes =
+    const TermSizes* term_sizes =
         j.part == NaivePart::kTraining
-            ? &naive.Get(j.precision.value, ScaleOrder::kScaleAfterDot, NaivePart::kTraining).magnitudes
+            ? &naive.Get(j.precision.value, ScaleOrder::kScaleAfterDot, NaivePart::kTraining).term_sizes
             : nullptr;
-    const double floor = ErrorFloorsOf(problem, j.precision.value, magnitudes).*j.floor;
+    const double floor = ErrorFloorsOf(problem, j.precision.value, term_sizes).*j.floor;
     std::vector<double> allowance = j.allowance;
     for (double& value : allowance) value *= scale;
     verdict->tensors.push_back(JudgeRule(j.name, *j.got, expected, scale * naive_error, scale * floor, allowance,

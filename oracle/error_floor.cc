@@ -34,7 +34,7 @@ double TreeDepth(int64_t n) { return std::ceil(std::log2(double(std::max<int64_t
 
 }  // namespace
 
-ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision, const TrainingMagnitudes* magnitudes) {
+ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision, const TermSizes* term_sizes) {
   const Config& c = problem.config;
   const double u = std::ldexp(1.0, -(precision == Precision::kExact ? 53 : 24));
   const bool e4m3 = c.index_format == IndexFormat::kE4M3;
@@ -60,26 +60,19 @@ ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision, const Tra
   floors.index_lse = index_score + sum_of_exponentials;
   floors.lse = main_score + sum_of_exponentials;
   floors.out = (main_score + sum_of_exponentials) * v.max_abs;
-  if (magnitudes == nullptr || !problem.dout) return floors;
+  if (term_sizes == nullptr || !problem.dout) return floors;
 
-  const Magnitudes dout = MagnitudesOf(*problem.dout, false);
-  double dlse_max = 0;
-  if (problem.dlse) {
-    const TensorView view = problem.gradient_inputs().dlse;
-    for (int64_t i = 0; i < view.rows * view.heads; ++i) {
-      dlse_max = std::max(dlse_max, std::abs(LoadAsDouble(view.data, view.dtype, i)));
-    }
-  }
-  const double score_gradient = dout.max_norm * v.max_norm + dlse_max;  // G_dP
-  const double c_main = 2 * sum_of_exponentials + (TreeDepth(c.value_dim) + 2) * u + 2 * main_score;
-  const double c_kl = 2 * sum_of_exponentials + 2 * index_score + 2 * main_score;
-  const double rows = double(c.num_kv_heads * std::max<int64_t>(batch.total_q(), 1));
-  floors.dq = 2 * c.SoftmaxScale() * k.max_abs * score_gradient * c_main;
-  floors.dk = 2 * c.SoftmaxScale() * q.max_abs * score_gradient * c_main * magnitudes->key_mass;
-  floors.dv = dout.max_abs * magnitudes->key_mass * (sum_of_exponentials + 2 * main_score);
-  floors.dqi = c.IndexScale() * index_k.max_abs * (2 / rows) * c_kl;
-  floors.dki = c.IndexScale() * index_q.max_abs * (magnitudes->index_key_mass / rows) * c_kl;
-  floors.kl_loss = magnitudes->kl_terms * c_kl;
+  const int64_t dot = std::max({c.head_dim, c.value_dim, c.index_head_dim});
+  const int64_t reaching = batch.total_q() * c.group_size();  // the most (query, head) pairs one key can meet
+  const double per_row = (TreeDepth(keys) + TreeDepth(dot) + 4) * u;
+  const double per_key = (TreeDepth(reaching) + TreeDepth(dot) + 4) * u;
+  const double over_all = (TreeDepth(reaching * keys) + TreeDepth(dot) + 4) * u;
+  floors.dq = per_row * term_sizes->dq;
+  floors.dqi = per_row * term_sizes->dqi;
+  floors.dk = per_key * term_sizes->dk;
+  floors.dv = per_key * term_sizes->dv;
+  floors.dki = per_key * term_sizes->dki;
+  floors.kl_loss = over_all * term_sizes->kl_loss;
   return floors;
 }
 

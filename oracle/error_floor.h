@@ -13,15 +13,10 @@
 //   out:                                    (main score floor + (L(n) + 2) * u) * max|v|  (the weights' error is
 //                                           a covariance under the softmax: |cov(ds, v)| <= max|ds| * max|v|)
 // where n is the most keys a row can attend (top_k * Bk, at most the longest sequence).
-// Training (SPEC section 8), with G_dP = max|dout| norm * max|v| norm + max|dlse| (a bound on |dP_j - Delta| +
-// |dlse|, as |Delta| <= max_j |dP_j|), e = the main score floor, and the masses M of TrainingMagnitudes:
-//   dq:   2 * scale * max|k| * G_dP * c            (sum_j P_j = 1 over the row)
-//   dk:   2 * scale * max|q| * G_dP * c * M_key    (M_key: the most probability reaching one key row)
-//   dv:   max|dout| * M_key * ((L(n) + 2) u + 2 e)
-// with c = 2 (L(n) + 2) u + (L(Dv) + 2) u + 2 e (the sums, the dots dP and Delta, P's error);
-//   dqi:  index_scale * max|index_k| * (2 / N) * c_kl,   dki: index_scale * max|index_q| * (M_index / N) * c_kl,
-//   kl_loss: M_kl * c_kl, with c_kl = 2 (L(n) + 2) u + 2 e_index + 2 e (rho's and pbar's errors) and M_index, M_kl
-// the indexer's masses.
+// Training (SPEC section 8): each gradient's floor is (L(n) + L(d) + 4) * u times the largest sum of its terms'
+// sizes (TermSizes, from the naive training evaluation): n the terms of its sum (keys of a row for dq and dqi, the
+// (query, head) pairs reaching a key for dk, dv and dki, every (row, key) for kl_loss), d the longest dot product
+// behind a term, 4 for the products, the exponential and P's normalisation.
 #ifndef MSA_ORACLE_ERROR_FLOOR_H_
 #define MSA_ORACLE_ERROR_FLOOR_H_
 
@@ -35,13 +30,13 @@ struct ErrorFloors {
   double index_lse = 0;
   double lse = 0;
   double out = 0;
-  double dq = 0, dk = 0, dv = 0, dqi = 0, dki = 0, kl_loss = 0;  // with `magnitudes` only
+  double dq = 0, dk = 0, dv = 0, dqi = 0, dki = 0, kl_loss = 0;  // with `term_sizes` only
 };
 
 // The floors at `precision` (its accumulator) for `problem`; index inputs rounded to E4M3 first where
-// index_format is e4m3; the training floors when `magnitudes` (of the problem's naive training evaluation) is given.
+// index_format is e4m3; the training floors when `term_sizes` (of the problem's naive training evaluation) is given.
 // Precondition: ValidateProblem passed.
-ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision, const TrainingMagnitudes* magnitudes = nullptr);
+ErrorFloors ErrorFloorsOf(const Problem& problem, Precision precision, const TermSizes* term_sizes = nullptr);
 
 }  // namespace msa
 

@@ -229,14 +229,32 @@ class NaiveEvaluator {
     return A(Round(double(std::exp(A(score) - softmax.m) / softmax.l)));
   }
 
-  // dS of query t, head h at key row `key`: R(P * (R(dot(dout, v)) - Delta) (+ dlse)); *p receives P.
-  A ScoreGradient(int64_t t, int64_t h, int64_t key, const RowSoftmax& softmax, A delta, A* p) const {
+  // sum_i |a_i b_i|: the size of a dot product's terms.
+  static double AbsDot(const double* a, const double* b, int64_t n) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::abs(a[i] * b[i]);
+    return sum;
+  }
+
+  // One term of the backward: dS of query t, head h at key row `key`, R(P * (R(dot(dout, v)) - Delta) (+ dlse)),
+  // its P, and the size of the magnitudes that dS's rounding follows: P * (sum|dout v| + sum|dout out| + |dlse|).
+  struct ScoreTerm {
+    A ds, p;
+    double size;
+  };
+  ScoreTerm ScoreGradient(int64_t t, int64_t h, int64_t key, const RowSoftmax& softmax, A delta,
+                          double delta_size) const {
     const Config& c = config_;
     const int64_t dv = c.value_dim, row = t * c.num_q_heads + h, r = h / c.group_size();
-    *p = Probability(t, h, key, softmax);
-    const A dp = A(Round(double(Dot(&dout_[row * dv], &v_[(key * c.num_kv_heads + r) * dv], dv))));
-    const A centered = dlse_.empty() ? dp - delta : (dp - delta) + A(dlse_[row]);
-    return A(Round(double(*p * centered)));
+    ScoreTerm term;
+    term.p = Probability(t, h, key, softmax);
+    const double* value = &v_[(key * c.num_kv_heads + r) * dv];
+    const A dp = A(Round(double(Dot(&dout_[row * dv], value, dv))));
+    const double dlse = dlse_.empty() ? 0.0 : dlse_[row];
+    const A centered = dlse_.empty() ? dp - delta : (dp - delta) + A(dlse);
+    term.ds = A(Round(double(term.p * centered)));
+    term.size = double(term.p) * (AbsDot(&dout_[row * dv], value, dv) + delta_size + std::abs(dlse));
+    return term;
   }
 
   // The student's side of key row `key` for (t, r): its index score x and rho = exp(x - ilse).
@@ -269,7 +287,8 @@ class NaiveEvaluator {
     const A rows = A(hkv * std::max<int64_t>(total_q, 1));  // N
     std::vector<RowSoftmax> softmax(total_q * hq);
     std::vector<A> delta(total_q * hq), ilse(total_q * hkv);
-    std::vector<double> row_kl(total_q * hkv), row_kl_terms(total_q * hkv);
+    std::vector<double> delta_size(total_q * hq), row_kl(total_q * hkv), row_kl_size(total_q * hkv);
+    std::vector<double> dq_size(total_q * hq * d, 0.0), dqi_size(total_q * hkv * di, 0.0);
     result->dq.resize(total_q * hq * d);
     result->dqi.resize(total_q * hkv * di);
     const auto row_of = [&](int64_t t, int64_t r) { return &selection[(r * total_q + t) * c.top_k]; };
@@ -283,16 +302,21 @@ class NaiveEvaluator {
         double lse;
         AttendRow(t, h, row_of(t, h / g), out.data(), &lse, &softmax[t * hq + h]);
         delta[t * hq + h] = A(Round(double(Dot(&dout_[(t * hq + h) * dv], out.data(), dv))));
+        delta_size[t * hq + h] = AbsDot(&dout_[(t * hq + h) * dv], out.data(), dv);
       }
       for (int64_t h = 0; h < hq; ++h) {
+        const int64_t row = t * hq + h;
         std::vector<A> sum(d, A(0));
         for (int64_t s : SelectedKeys(place.position, row_of(t, h / g))) {
           const int64_t key = place.key_begin + s;
-          A p;
-          const A ds = ScoreGradient(t, h, key, softmax[t * hq + h], delta[t * hq + h], &p);
-          for (int64_t e = 0; e < d; ++e) sum[e] += ds * A(k_[(key * hkv + h / g) * d + e]);
+          const ScoreTerm term = ScoreGradient(t, h, key, softmax[row], delta[row], delta_size[row]);
+          for (int64_t e = 0; e < d; ++e) {
+            const double k_value = k_[(key * hkv + h / g) * d + e];
+            sum[e] += term.ds * A(k_value);
+            dq_size[row * d + e] += c.SoftmaxScale() * term.size * std::abs(k_value);
+          }
         }
-        for (int64_t e = 0; e < d; ++e) result->dq[(t * hq + h) * d + e] = Round(double(A(c.SoftmaxScale()) * sum[e]));
+        for (int64_t e = 0; e < d; ++e) result->dq[row * d + e] = Round(double(A(c.SoftmaxScale()) * sum[e]));
       }
       for (int64_t r = 0; r < hkv; ++r) {
         const std::vector<int64_t> keys = SelectedKeys(place.position, row_of(t, r));
@@ -300,75 +324,88 @@ class NaiveEvaluator {
         for (size_t j = 0; j < keys.size(); ++j) x[j] = double(IndexScore(t, r, place.key_begin + keys[j]));
         const A row_ilse = A(LogSumExp(x));
         ilse[t * hkv + r] = row_ilse;
-        A kl = 0, terms = 0;
+        A kl = 0;
+        double kl_size = 0;
         std::vector<A> sum(di, A(0));
         for (size_t j = 0; j < keys.size(); ++j) {
           const int64_t key = place.key_begin + keys[j];
-          const A log_rho = A(x[j]) - row_ilse, pbar = TeacherMean(t, r, key, softmax);
+          const A log_rho = A(x[j]) - row_ilse, pbar = TeacherMean(t, r, key, softmax), rho = std::exp(log_rho);
+          const double size = double(rho + pbar) / double(rows);  // g_j's terms
           if (pbar > 0) {
             kl += pbar * (std::log(pbar) - log_rho);
-            terms += pbar * (std::abs(std::log(pbar)) + std::abs(log_rho));
+            kl_size += double(pbar) * (std::abs(std::log(pbar)) + std::abs(log_rho)) / double(rows);
           }
-          const A gradient = A(Round(double(std::exp(log_rho) - pbar))) / rows;
-          for (int64_t e = 0; e < di; ++e) sum[e] += gradient * A(index_k_[key * di + e]);
+          const A gradient = A(Round(double(rho - pbar))) / rows;
+          for (int64_t e = 0; e < di; ++e) {
+            sum[e] += gradient * A(index_k_[key * di + e]);
+            dqi_size[(t * hkv + r) * di + e] += c.IndexScale() * size * std::abs(index_k_[key * di + e]);
+          }
         }
         row_kl[t * hkv + r] = double(kl);
-        row_kl_terms[t * hkv + r] = double(terms);
+        row_kl_size[t * hkv + r] = kl_size;
         for (int64_t e = 0; e < di; ++e) {
           result->dqi[(t * hkv + r) * di + e] = Round(double(A(c.IndexScale()) * sum[e]));
         }
       }
     }
     A kl = 0;
-    double terms = 0;
+    double kl_size = 0;
     for (size_t i = 0; i < row_kl.size(); ++i) {
       kl += A(row_kl[i]);
-      terms += row_kl_terms[i];
+      kl_size += row_kl_size[i];
     }
     result->kl_loss = {double(kl / rows)};
-    result->magnitudes.kl_terms = terms / double(rows);
 
     // Keys: dk and dv per (key row, group), dki per key row, over their contributors in order.
     const reference::Contributors contributors(c, problem_.batch(), {selection.data()}, places_);
     result->dk.resize(total_k * hkv * d);
     result->dv.resize(total_k * hkv * dv);
     result->dki.resize(total_k * di);
-    std::vector<double> key_mass(total_k * hkv), index_key_mass(total_k);
+    std::vector<double> dk_size(total_k * hkv * d, 0.0), dv_size(total_k * hkv * dv, 0.0), dki_size(total_k * di, 0.0);
 #pragma omp parallel for schedule(dynamic, 16)
     for (int64_t key = 0; key < total_k; ++key) {
       for (int64_t r = 0; r < hkv; ++r) {
+        const int64_t key_row = key * hkv + r;
         std::vector<A> dk_sum(d, A(0)), dv_sum(dv, A(0));
-        double mass = 0;
         for (int64_t t : contributors.Of(key, r)) {
           if (!contributors.KeyIsVisible(key, t)) continue;
           for (int64_t h = r * g; h < (r + 1) * g; ++h) {
-            A p;
-            const A ds = ScoreGradient(t, h, key, softmax[t * hq + h], delta[t * hq + h], &p);
-            for (int64_t e = 0; e < d; ++e) dk_sum[e] += ds * A(q_[(t * hq + h) * d + e]);
-            for (int64_t e = 0; e < dv; ++e) dv_sum[e] += p * A(dout_[(t * hq + h) * dv + e]);
-            mass += double(p);
+            const int64_t row = t * hq + h;
+            const ScoreTerm term = ScoreGradient(t, h, key, softmax[row], delta[row], delta_size[row]);
+            for (int64_t e = 0; e < d; ++e) {
+              dk_sum[e] += term.ds * A(q_[row * d + e]);
+              dk_size[key_row * d + e] += c.SoftmaxScale() * term.size * std::abs(q_[row * d + e]);
+            }
+            for (int64_t e = 0; e < dv; ++e) {
+              dv_sum[e] += term.p * A(dout_[row * dv + e]);
+              dv_size[key_row * dv + e] += double(term.p) * std::abs(dout_[row * dv + e]);
+            }
           }
         }
-        const int64_t key_row = key * hkv + r;
         for (int64_t e = 0; e < d; ++e) result->dk[key_row * d + e] = QuerySideGradient(dk_sum[e], c.SoftmaxScale());
         for (int64_t e = 0; e < dv; ++e) result->dv[key_row * dv + e] = Round(double(dv_sum[e]));
-        key_mass[key_row] = mass;
       }
       std::vector<A> sum(di, A(0));
-      double mass = 0;
       for (const auto& [t, r] : contributors.RowsOf(key, hkv)) {
         const A rho = std::exp(IndexScore(t, r, key) - ilse[t * hkv + r]), pbar = TeacherMean(t, r, key, softmax);
         const A gradient = A(Round(double(rho - pbar))) / rows;
-        for (int64_t e = 0; e < di; ++e) sum[e] += gradient * A(index_q_[(t * hkv + r) * di + e]);
-        mass += double(rho + pbar);
+        const double size = double(rho + pbar) / double(rows);
+        for (int64_t e = 0; e < di; ++e) {
+          sum[e] += gradient * A(index_q_[(t * hkv + r) * di + e]);
+          dki_size[key * di + e] += c.IndexScale() * size * std::abs(index_q_[(t * hkv + r) * di + e]);
+        }
       }
       for (int64_t e = 0; e < di; ++e) result->dki[key * di + e] = QuerySideGradient(sum[e], c.IndexScale());
-      index_key_mass[key] = mass;
     }
-    for (double mass : key_mass) result->magnitudes.key_mass = std::max(result->magnitudes.key_mass, mass);
-    for (double mass : index_key_mass) {
-      result->magnitudes.index_key_mass = std::max(result->magnitudes.index_key_mass, mass);
+    TermSizes& sizes = result->term_sizes;
+    for (const auto& [largest, values] : {std::pair{&sizes.dq, &dq_size},
+                                          {&sizes.dk, &dk_size},
+                                          {&sizes.dv, &dv_size},
+                                          {&sizes.dqi, &dqi_size},
+                                          {&sizes.dki, &dki_size}}) {
+      for (double value : *values) *largest = std::max(*largest, value);
     }
+    sizes.kl_loss = kl_size;
   }
 
   const Problem& problem_;

@@ -41,11 +41,13 @@ struct NaiveParts {
   bool index = true, attention = true, training = false;
 };
 
-// The sizes of the training sums' terms, for the error floors (oracle/error_floor.h): the largest over key rows of
-// the sum of the probabilities P that reach it (main branch), of rho + pbar (indexer), and (1 / N) times the sum over
-// rows of sum_j pbar_j * (|log pbar_j| + |log rho_j|).
-struct TrainingMagnitudes {
-  double key_mass = 0, index_key_mass = 0, kl_terms = 0;
+// The sizes of the training sums' terms, for the error floors (oracle/error_floor.h): per gradient, the largest over
+// its elements of the sum of its terms' sizes, each term's size the magnitudes its own rounding follows (for dq and
+// dk: scale * P (sum|dout v| + sum|dout out| + |dlse|) |k| or |q|; for dv: P |dout|; for dqi and dki: index_scale
+// (rho + pbar) / N |index_k| or |index_q|); for kl_loss the sum over rows and keys of pbar (|log pbar| + |log rho|) /
+// N. The scores' own errors, which grow with their size, are the naive evaluation's to show (in both scale orders).
+struct TermSizes {
+  double dq = 0, dk = 0, dv = 0, dqi = 0, dki = 0, kl_loss = 0;
 };
 
 struct NaiveOutputs {
@@ -55,7 +57,7 @@ struct NaiveOutputs {
   std::vector<double> lse;           // [total_q, Hq]
   // training: [total_q, Hq, D], [total_k, Hkv, D], [total_k, Hkv, Dv], [total_q, Hidx, Di], [total_k, 1, Di], [1]
   std::vector<double> dq, dk, dv, dqi, dki, kl_loss;
-  TrainingMagnitudes magnitudes;
+  TermSizes term_sizes;
 };
 
 // The parts not asked for stay empty. Precondition: ValidateProblem passed; selection [Hidx, total_q, top_k]

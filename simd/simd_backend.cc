@@ -1,4 +1,5 @@
-// The "simd" backend table entry: routes each call by precision (exact: simd/exact.h).
+// The "simd" backend table entry: routes each call by precision (exact: simd/exact.h, fp32: simd/fp32.h; training,
+// both precisions: simd/training.h).
 #include "simd/simd_backend.h"
 
 #include <atomic>
@@ -7,6 +8,7 @@
 #include "hwy/highway.h"
 #include "simd/exact.h"
 #include "simd/fp32.h"
+#include "simd/training.h"
 
 namespace msa::simd {
 namespace {
@@ -60,10 +62,44 @@ Status Attend(const Config& config, const AttentionInputs& inputs, const Selecti
   return Declined(config);
 }
 
+Status Backward(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                const GradientInputs& gradients, const AttentionGradients& outputs, const ProgressFn& progress) {
+  switch (config.precision) {
+    case Precision::kExact:
+      return ExactBackward(config, inputs, selection, gradients, outputs, progress);
+    case Precision::kFp32:
+      return Fp32Backward(config, inputs, selection, gradients, outputs, progress);
+    case Precision::kBf16:
+    case Precision::kFp16:
+      break;
+  }
+  return Declined(config);
+}
+
+Status IndexerKl(const Config& config, const IndexInputs& index_inputs, const AttentionInputs& inputs,
+                 const SelectionView& selection, const IndexerKlOutputs& outputs, const ProgressFn& progress) {
+  switch (config.precision) {
+    case Precision::kExact:
+      return ExactIndexerKl(config, index_inputs, inputs, selection, outputs, progress);
+    case Precision::kFp32:
+      return Fp32IndexerKl(config, index_inputs, inputs, selection, outputs, progress);
+    case Precision::kBf16:
+    case Precision::kFp16:
+      break;
+  }
+  return Declined(config);
+}
+
 }  // namespace
 
 Backend SimdBackend() {
-  return Backend{.name = "simd", .is_available = IsAvailable, .supports = Supports, .select = Select, .attend = Attend};
+  return Backend{.name = "simd",
+                 .is_available = IsAvailable,
+                 .supports = Supports,
+                 .select = Select,
+                 .attend = Attend,
+                 .backward = Backward,
+                 .indexer_kl = IndexerKl};
 }
 
 int64_t CompiledTargets() { return HWY_TARGETS; }

@@ -35,6 +35,7 @@
 #include "simd/exact.h"
 #include "simd/simd_backend.h"
 #include "tests/arbitrary.h"
+#include "tests/first_difference.h"
 #include "tests/simd_targets.h"
 
 namespace msa {
@@ -275,21 +276,6 @@ Status RunWithThreads(const Backend& backend, const Problem& problem, int thread
   const Status status = RunBackend(backend, problem, outputs);
   omp_set_num_threads(before);
   return status;
-}
-
-// "" when equal bit for bit, else where they first differ.
-template <typename T>
-std::string FirstDifference(const char* name, const std::vector<T>& got, const std::vector<T>& expected) {
-  if (got.size() != expected.size()) return std::string(name) + ": sizes differ";
-  for (size_t i = 0; i < got.size(); ++i) {
-    if (std::memcmp(&got[i], &expected[i], sizeof(T)) != 0) {
-      std::ostringstream text;
-      text.precision(17);
-      text << name << "[" << i << "]: simd " << got[i] << ", reference " << expected[i];
-      return text.str();
-    }
-  }
-  return "";
 }
 
 std::string CompareOutputs(const Outputs& got, const Outputs& expected) {

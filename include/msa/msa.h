@@ -58,14 +58,15 @@ struct GradientInputs {
   TensorView dlse;  // [total_q, Hq, 1], this project's extension; data == nullptr: none (no lse gradient)
 };
 
-// Where Backward writes (every pointer required when total_q > 0).
+// Where Backward writes: dq required when total_q > 0, dk and dv when total_k > 0.
 struct AttentionGradients {
   double* dq = nullptr;  // [total_q, Hq, D]
   double* dk = nullptr;  // [total_k, Hkv, D]
   double* dv = nullptr;  // [total_k, Hkv, Dv]
 };
 
-// Where IndexerKl writes. kl_loss, dqi and dki are required; the two LSEs are optional (nullptr: not written).
+// Where IndexerKl writes: kl_loss always, dqi when total_q > 0, dki when total_k > 0; the two LSEs are optional
+// (nullptr: not written).
 struct IndexerKlOutputs {
   double* kl_loss = nullptr;      // a scalar
   double* dqi = nullptr;          // [total_q, Hidx, Di]
