@@ -4,6 +4,8 @@
 //   branches   IndexBranch and MainBranch of the simd backend at precision fp32, in useful FLOP/s of SPEC
 //              section 6 (index Hkv*Di*N^2, main 4*Hq*D*sum|S_t|)
 //   end to end Run of reference, simd exact and simd fp32, and the Eigen dense GQA peer (fp32)
+//   training   Backward (dq, dk, dv; SPEC section 8) of the simd backend at fp32 and exact on the fp32 selection, in
+//              useful FLOP/s: 2.5x the forward main branch's (the score recomputation, dP, dq, dk, dv)
 // on one GQA group of an M3 layer (Hq 16 = G, Hkv = Hidx 1, D = Dv = Di 128, Bk 128, top_k 16, max pooling),
 // a single prefill of N = 8K and 32K tokens with F32 inputs. M3's four groups are independent copies of this
 // work, so every FLOP rate and ratio equals the full layer's. bench/cpu_table.py turns the JSON into the table.
@@ -68,6 +70,18 @@ const std::vector<int32_t>& LayerSelection(int64_t n) {
     selection = outputs.topk_indices;
   }
   return selection;
+}
+
+// Layer(n) with its upstream gradient dout (standard normal, F32), made once per n: the backward's input.
+const Problem& TrainingLayer(int64_t n) {
+  static std::map<int64_t, std::unique_ptr<Problem>> layers;
+  std::unique_ptr<Problem>& layer = layers[n];
+  if (!layer) {
+    ProblemSpec spec = CaseNamed(kTagBench, "bench_m3_group_" + std::to_string(n / 1024) + "k").spec;
+    spec.training = true;
+    layer = std::make_unique<Problem>(GenerateProblem(spec));
+  }
+  return *layer;
 }
 
 // SPEC section 6 (Eq. 12) for a causal prefill of length n.
@@ -159,6 +173,25 @@ void BM_MainBranch(benchmark::State& state) {
   SetRate(state, "FLOP/s", MainFlops(layer, selection));
 }
 
+// ---- training -----------------------------------------------------------------------------------------------
+
+// range(0) = n, range(1) = 0 simd fp32, 1 simd exact. FLOP/s counts 2.5x the forward main branch's FLOPs.
+void BM_Backward(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  Problem layer = TrainingLayer(n);  // a copy: the precision is this benchmark's
+  layer.config.precision = state.range(1) == 0 ? Precision::kFp32 : Precision::kExact;
+  const std::vector<int32_t>& selection = LayerSelection(n);
+  Outputs outputs;
+  outputs.Allocate(layer);
+  for (auto _ : state) {
+    FailOnError(state,
+                Backward(*FindBackend("simd"), layer.config, layer.attention_inputs(), SelectionView{selection.data()},
+                         layer.gradient_inputs(), outputs.attention_gradients()));
+  }
+  SetRate(state, "FLOP/s", 2.5 * MainFlops(layer, selection));
+  state.SetLabel("simd " + std::string(PrecisionName(layer.config.precision)));
+}
+
 // ---- end to end ---------------------------------------------------------------------------------------------
 
 // range(0) = n, range(1) = 0 reference exact, 1 simd exact, 2 simd fp32. FLOP/s counts Eq. 12's MSA FLOPs.
@@ -202,6 +235,12 @@ BENCHMARK(BM_MainBranch)
     ->MeasureProcessCPUTime();
 BENCHMARK(BM_Run)
     ->ArgsProduct({{kSmall, kLarge}, {2, 1, 0}})
+    ->ArgNames({"n", "mode"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
+BENCHMARK(BM_Backward)
+    ->ArgsProduct({{kSmall, kLarge}, {0, 1}})
     ->ArgNames({"n", "mode"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime()
