@@ -1,7 +1,8 @@
 // The gpu backend's host side, a thin adaptor: support checks, packing the strided host views and uploading them,
 // the kernel plan (gpu/common/kernel_plan.h PlanKernels on the requested plan and this device), the device pipeline
-// (gpu/common/pipeline.h), downloads. The kernels, by stage, are under gpu/index, gpu/topk, gpu/attend, gpu/exact
-// and gpu/common (docs/gpu-kernels.md).
+// (gpu/common/pipeline.h), downloads; the training functions hand their uploaded views to gpu/training/training.h.
+// The kernels, by stage, are under gpu/index, gpu/topk, gpu/attend, gpu/exact, gpu/training and gpu/common
+// (docs/gpu-kernels.md).
 #include "gpu/gpu_backend.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 #include "gpu/common/kernel_fits.h"
 #include "gpu/common/kernel_plan.h"
 #include "gpu/common/pipeline.h"
+#include "gpu/training/training.h"
 #include "reference/reference.h"
 
 namespace msa::gpu {
@@ -427,6 +429,61 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
 
 std::string LastPlan() { return last_plan; }
 
+// The uploaded main-branch views and upstream gradients of a training call (absent ones: null pointers).
+DeviceTrainingInputs TrainingInputsOf(const DeviceTensor& q, const DeviceTensor& k, const DeviceTensor& v,
+                                      const DeviceTensor& dout, const DeviceTensor& dlse) {
+  return {q.wide.get(),   k.wide.get(),   v.wide.get(),   dout.wide.get(),   dlse.wide.get(),
+          q.narrow.get(), k.narrow.get(), v.narrow.get(), dout.narrow.get(), dlse.narrow.get()};
+}
+
+// A training call counts as the thread's latest call: its uploads are counted, no kernel time is recorded.
+Status BackwardImpl(const Config& config, const AttentionInputs& inputs, const SelectionView& selection,
+                    const GradientInputs& gradients, const AttentionGradients& outputs, const ProgressFn& progress) {
+  last_kernel_seconds = 0.0;
+  last_input_upload_bytes = 0;
+  if (inputs.batch.total_q() == 0) {
+    BackwardWithoutQueries(config, inputs.batch, outputs);
+    return Status::Ok();
+  }
+  MSA_RETURN_IF_ERROR(CheckDevice());
+  MSA_RETURN_IF_ERROR(CheckExactFits(config));
+  DeviceTensor q, k, v, dout, dlse;
+  MSA_RETURN_IF_ERROR(Upload(inputs.q, config.precision, "q", &q));
+  MSA_RETURN_IF_ERROR(Upload(inputs.k, config.precision, "k", &k));
+  MSA_RETURN_IF_ERROR(Upload(inputs.v, config.precision, "v", &v));
+  MSA_RETURN_IF_ERROR(Upload(gradients.dout, config.precision, "dout", &dout));
+  if (gradients.dlse.data != nullptr) MSA_RETURN_IF_ERROR(Upload(gradients.dlse, config.precision, "dlse", &dlse));
+  MSA_RETURN_IF_ERROR(
+      BackwardOnDevice(config, inputs.batch, selection, TrainingInputsOf(q, k, v, dout, dlse), outputs));
+  if (progress) progress(1.0);
+  return Status::Ok();
+}
+
+Status IndexerKlImpl(const Config& config, const IndexInputs& index_inputs, const AttentionInputs& inputs,
+                     const SelectionView& selection, const IndexerKlOutputs& outputs, const ProgressFn& progress) {
+  last_kernel_seconds = 0.0;
+  last_input_upload_bytes = 0;
+  if (inputs.batch.total_q() == 0) {
+    IndexerKlWithoutQueries(config, inputs.batch, outputs);
+    return Status::Ok();
+  }
+  MSA_RETURN_IF_ERROR(CheckDevice());
+  MSA_RETURN_IF_ERROR(CheckExactFits(config));
+  DeviceTensor q, k, v, index_q, index_k, none;
+  MSA_RETURN_IF_ERROR(Upload(inputs.q, config.precision, "q", &q));
+  MSA_RETURN_IF_ERROR(Upload(inputs.k, config.precision, "k", &k));
+  if (config.precision == Precision::kExact) {  // the exact forward's lse (ExactAttend) reads v
+    MSA_RETURN_IF_ERROR(Upload(inputs.v, config.precision, "v", &v));
+  }
+  MSA_RETURN_IF_ERROR(Upload(index_inputs.index_q, config.precision, "index_q", &index_q));
+  MSA_RETURN_IF_ERROR(Upload(index_inputs.index_k, config.precision, "index_k", &index_k));
+  const DeviceIndexTensors index{index_q.wide.get(), index_k.wide.get(), index_q.narrow.get(), index_k.narrow.get()};
+  MSA_RETURN_IF_ERROR(
+      IndexerKlOnDevice(config, inputs.batch, selection, TrainingInputsOf(q, k, v, none, none), index, outputs));
+  if (progress) progress(1.0);
+  return Status::Ok();
+}
+
 }  // namespace
 
 Backend GpuBackend() {
@@ -436,7 +493,9 @@ Backend GpuBackend() {
                  .select = SelectImpl,
                  .attend = AttendImpl,
                  .reads_device_memory = true,
-                 .last_plan = LastPlan};
+                 .last_plan = LastPlan,
+                 .backward = BackwardImpl,
+                 .indexer_kl = IndexerKlImpl};
 }
 
 std::string DeviceDescription() { return Info().description; }

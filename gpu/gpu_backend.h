@@ -18,11 +18,12 @@ Backend GpuBackend();
 // "NVIDIA H200 (sm_90, 132 SMs, 139.8 GiB)", or why no device is usable.
 std::string DeviceDescription();
 
-// Device time of the kernels of the most recent select or attend call of this thread, in seconds (host
+// Device time of the kernels of the most recent select or attend call of this thread, in seconds (0 after a training
+// call, which records none; host
 // packing and transfers excluded; 0 before any call).
 double LastKernelSeconds();
 
-// Bytes of input tensors (q, k, v, index_q, index_k) the most recent select or attend call of this thread copied from
+// Bytes of input tensors (q, k, v, index_q, index_k, dout, dlse) the most recent call of this thread copied from
 // host memory: 0 when every input was a view in device memory (TensorView::memory), read where it is.
 int64_t LastInputUploadBytes();
 

@@ -1,6 +1,7 @@
 """CUDA tensors: with the gpu backend, exact mode reads them on the device (no input copied from the host) and gives
 the reference's bits; without it they are copied to the host. The device tests run where torch sees a CUDA device
 and the module has the gpu backend, and are skipped elsewhere (CI has no GPU)."""
+import numpy as np
 import pytest
 
 import msa_oracle as mo
@@ -67,3 +68,20 @@ def test_cuda_views_are_refused_by_host_backends():
     with pytest.raises(ValueError, match=r"^index_q is in CUDA device memory, but backend simd reads host memory"):
         _core.select(CONFIG.to_json(), device["index_q"], device["index_k"], device["cu_seqlens_q"].cpu(),
                      device["cu_seqlens_k"].cpu(), backend="simd")
+
+
+@needs_device
+def test_training_on_cuda_tensors_gives_the_reference_bits():
+    host = to_torch(make_inputs(seed=17))
+    rng = np.random.default_rng(17)
+    host["dout"] = torch.from_numpy(rng.standard_normal((host["q"].shape[0], 4, 8)))
+    selection = mo.select(host["index_q"], host["index_k"], host["cu_seqlens_q"], host["cu_seqlens_k"], config=CONFIG)
+    args = [host[name] for name in ("q", "k", "v", "index_q", "index_k")]
+    on_host = mo.training(*args, selection.topk_indices, host["cu_seqlens_q"], host["cu_seqlens_k"], host["dout"],
+                          config=CONFIG, backend="reference")
+    device = [tensor.cuda() for tensor in args]
+    on_device = mo.training(*device, selection.topk_indices, host["cu_seqlens_q"], host["cu_seqlens_k"],
+                            host["dout"].cuda(), config=CONFIG)
+    assert on_device.backend == "gpu" and on_device.dq.is_cuda
+    for name in ("dq", "dk", "dv", "dqi", "dki", "kl_loss"):
+        assert torch.equal(getattr(on_device, name).cpu(), getattr(on_host, name)), name
