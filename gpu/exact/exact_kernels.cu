@@ -6,6 +6,7 @@
 
 #include "gpu/common/device_query.h"
 #include "gpu/common/fp16_score.cuh"
+#include "gpu/exact/canonical_dot.cuh"
 #include "gpu/exact/exact_tiling.h"
 #include "gpu/kernels.h"
 #include "gpu/topk/sorted_selection.cuh"
@@ -20,24 +21,6 @@ using exact::kThreads;
 constexpr unsigned kFullMask = 0xffffffffu;
 
 __device__ inline double NegInf() { return -INFINITY; }
-
-// CanonicalDot itself, called with a compile-time length for the common head dims: inlined with a constant n,
-// its tail loop (which indexes the partial sums with a run-time lane) disappears and the eight partial sums
-// stay in registers instead of a local-memory array. Same function, same operations, same bits.
-__device__ inline double Dot(const double* a, const double* b, int n) {
-  switch (n) {
-    case 128:
-      return CanonicalDot(a, b, 128);
-    case 64:
-      return CanonicalDot(a, b, 64);
-    case 256:
-      return CanonicalDot(a, b, 256);
-    case 32:
-      return CanonicalDot(a, b, 32);
-    default:
-      return CanonicalDot(a, b, n);
-  }
-}
 
 __device__ inline bool Finite(double x) { return isfinite(x); }
 

@@ -6,6 +6,7 @@
 // (TrainingLists) in ascending (t, h) / (t, r) order, as reference/contributors.h orders them.
 #include <cstdint>
 
+#include "gpu/exact/canonical_dot.cuh"
 #include "gpu/topk/sorted_selection.cuh"
 #include "gpu/training/gathered_keys.cuh"
 #include "gpu/training/training_kernels.h"
@@ -17,23 +18,6 @@ namespace {
 constexpr int kThreads = 128;
 constexpr int kDimsPerThread = 4;  // dims up to 512 (the gpu backend's exact limit) over kThreads
 static_assert(kThreads * kDimsPerThread >= 512, "exact training kernels: every dim needs an owning thread");
-
-// CanonicalDot itself, called with a compile-time length for the common head dims (the eight partial sums stay in
-// registers): the same function, the same operations, the same bits.
-__device__ inline double Dot(const double* a, const double* b, int n) {
-  switch (n) {
-    case 128:
-      return CanonicalDot(a, b, 128);
-    case 64:
-      return CanonicalDot(a, b, 64);
-    case 256:
-      return CanonicalDot(a, b, 256);
-    case 32:
-      return CanonicalDot(a, b, 32);
-    default:
-      return CanonicalDot(a, b, n);
-  }
-}
 
 // reference/training.cc ScoreGradient for the row `row` = t * Hq + h and one key of its set: score = dot(q, k) * scale,
 // *p = exp(score - lse), dP = dot(dout, v), dS = p * (dP - Delta) or p * ((dP - Delta) + dlse). query [D], key [D],
