@@ -72,6 +72,7 @@ void Sha256::Compress(const uint8_t* block) {
 }
 
 void Sha256::Update(const void* data, size_t size) {
+  if (size == 0) return;  // nothing to add (data may then be null, an empty vector's)
   const uint8_t* bytes = static_cast<const uint8_t*>(data);
   total_bytes_ += size;
   if (buffered_ > 0) {

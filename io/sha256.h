@@ -15,7 +15,7 @@ namespace msa {
 class Sha256 {
  public:
   Sha256();
-  void Update(const void* data, size_t size);
+  void Update(const void* data, size_t size);  // data may be null when size is 0
   // Pads, returns the digest and resets the hasher to the empty message.
   std::array<uint8_t, 32> Finish();
 
