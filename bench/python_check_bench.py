@@ -63,6 +63,7 @@ def main():
     candidate_seconds = time.perf_counter() - start
     outputs = dict(topk_indices=ref.topk_indices, out=ref.out.astype(ml_dtypes.bfloat16),
                    lse=ref.lse.astype(np.float32))
+    del ref  # the FP64 outputs (2 GB at 32K) are not needed while the two checks run
     inputs_path, outputs_path = os.path.join(args.workdir, "inputs.safetensors"), os.path.join(args.workdir,
                                                                                               "outputs.safetensors")
     write_safetensors(inputs_path, [(name, *storage(array)) for name, array in inputs.items()],
