@@ -61,6 +61,7 @@ def main():
     start = time.perf_counter()
     ref = mo.reference(**inputs, config=CONFIG)  # the fastest exact backend: the reference's bits
     candidate_seconds = time.perf_counter() - start
+    print(f"candidate (mo.reference, backends {mo.backends()}): {candidate_seconds:.1f} s", flush=True)
     outputs = dict(topk_indices=ref.topk_indices, out=ref.out.astype(ml_dtypes.bfloat16),
                    lse=ref.lse.astype(np.float32))
     del ref  # the FP64 outputs (2 GB at 32K) are not needed while the two checks run
@@ -76,11 +77,13 @@ def main():
         run = subprocess.run([args.msa, "check", "--inputs", inputs_path, "--outputs", outputs_path],
                              capture_output=True, text=True)
         tool_seconds.append(time.perf_counter() - start)
+        print(f"msa check: {tool_seconds[-1]:.1f} s", flush=True)
         if run.returncode != 0:
             sys.exit(f"msa check failed ({run.returncode}):\n{run.stdout}{run.stderr}")
         start = time.perf_counter()
         verdict = mo.check(inputs=inputs, outputs=outputs, config=CONFIG)
         python_seconds.append(time.perf_counter() - start)
+        print(f"mo.check: {python_seconds[-1]:.1f} s", flush=True)
     tool, python = min(tool_seconds), min(python_seconds)
     tool_report = run.stdout.split("\n", 1)[1]
     result = dict(tokens=args.tokens, shape=dict(hq=HQ, hkv=HKV, d=D, block_size=128, top_k=16, dtype="BF16"),
