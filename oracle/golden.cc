@@ -1,6 +1,5 @@
 #include "oracle/golden.h"
 
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -13,14 +12,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/atomic_file.h"
 #include "io/file_contract.h"
 #include "io/sha256.h"
 #include "oracle/compare.h"
-
-#ifndef MSA_VERSION
-#define MSA_VERSION "unknown"
-#endif
+#include "oracle/golden_files.h"
 
 namespace msa {
 namespace {
@@ -37,115 +32,12 @@ std::string Format(const char* format, double value) {
   return text;
 }
 
-// ---- generate -------------------------------------------------------------------------------------------
-
-// The manifest entry of one case: what made it (config, lengths, dtype, seed, value options) and its files.
-Json ManifestEntry(const TestCase& test_case, const std::string& inputs_sha256, const std::string& outputs_sha256) {
-  const ProblemSpec& spec = test_case.spec;
-  const Config& c = spec.config;
-  Json config;
-  config["num_q_heads"] = c.num_q_heads;
-  config["num_kv_heads"] = c.num_kv_heads;
-  config["head_dim"] = c.head_dim;
-  config["value_dim"] = c.value_dim;
-  config["index_head_dim"] = c.index_head_dim;
-  config["block_size"] = c.block_size;
-  config["top_k"] = c.top_k;
-  config["init_blocks"] = c.init_blocks;
-  if (c.local_blocks != 1) config["local_blocks"] = c.local_blocks;  // v2 keys only where they differ from v1
-  config["pooling"] = std::string(PoolingName(c.pooling));
-  if (c.index_format != IndexFormat::kNative) config["index_format"] = std::string(IndexFormatName(c.index_format));
-  if (c.score_format != ScoreFormat::kNative) config["score_format"] = std::string(ScoreFormatName(c.score_format));
-  config["softmax_scale"] = c.SoftmaxScale();
-  config["index_scale"] = c.IndexScale();
-  Json lengths = Json::array();
-  for (const auto& [q_len, k_len] : spec.lengths) lengths.push_back(Json::array({q_len, k_len}));
-  Json entry;
-  entry["name"] = test_case.name;
-  entry["config"] = std::move(config);
-  entry["lengths"] = std::move(lengths);  // (q_len, k_len) per sequence
-  entry["dtype"] = std::string(DTypeName(spec.dtype));
-  entry["seed"] = spec.seed;
-  entry["query_scale"] = spec.query_scale;
-  entry["few_valued_index"] = spec.few_valued_index;
-  if (spec.training) {  // training cases only: the manifests of the other suites keep their bytes
-    entry["training"] = true;
-    entry["with_dlse"] = spec.with_dlse;
-  }
-  entry["files"] = {{kGoldenInputs, inputs_sha256}, {kGoldenOutputs, outputs_sha256}};
-  return entry;
-}
-
-// Writes dir/<name>/inputs.safetensors and outputs.safetensors (the reference's) and returns the entry.
-Status GenerateCase(const fs::path& dir, const TestCase& test_case, Json* entry) {
-  const fs::path case_dir = dir / test_case.name;
-  std::error_code error;
-  fs::create_directories(case_dir, error);
-  if (error) return IoError(case_dir.string() + ": cannot create the directory: " + error.message());
-  const Problem problem = GenerateProblem(test_case.spec);
-  const std::string inputs_path = (case_dir / kGoldenInputs).string();
-  const std::string outputs_path = (case_dir / kGoldenOutputs).string();
-  std::string inputs_sha256, outputs_sha256;
-  MSA_RETURN_IF_ERROR(WriteSafetensors(inputs_path, ProblemToSafetensors(problem)));
-  MSA_RETURN_IF_ERROR(Sha256OfFile(inputs_path, &inputs_sha256));
-  const Backend& reference = *FindBackend("reference");
-  Outputs outputs;
-  if (Status status = RunBackend(reference, problem, &outputs); !status.ok()) {
-    return Status(status.code(), test_case.name + ": " + status.message());
-  }
-  MSA_RETURN_IF_ERROR(
-      WriteSafetensors(outputs_path, OutputsToSafetensors(problem, outputs, reference.name, inputs_sha256)));
-  MSA_RETURN_IF_ERROR(Sha256OfFile(outputs_path, &outputs_sha256));
-  *entry = ManifestEntry(test_case, inputs_sha256, outputs_sha256);
-  return Status::Ok();
-}
-
 // ---- the manifest, read back ----------------------------------------------------------------------------
-
-struct ManifestCase {
-  std::string name;
-  std::vector<std::pair<std::string, std::string>> files;  // (file name, SHA-256 hex)
-};
 
 struct Manifest {
   std::string suite;
-  std::vector<ManifestCase> cases;
+  std::vector<GoldenEntry> cases;
 };
-
-// A name that stays inside its directory: letters, digits, '.', '_', '-', and not "." or "..".
-bool IsPlainName(const std::string& name) {
-  if (name.empty() || name == "." || name == "..") return false;
-  for (const char c : name) {
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') return false;
-  }
-  return true;
-}
-
-bool IsSha256Hex(const std::string& text) {
-  return text.size() == 64 && text.find_first_not_of("0123456789abcdef") == std::string::npos;
-}
-
-Status ParseManifestCase(const Json& json, const std::string& origin, ManifestCase* entry) {
-  if (!json.is_object()) return InvalidArgument(origin + ": must be an object");
-  if (!json.contains("name") || !json["name"].is_string() || !IsPlainName(json["name"].get<std::string>())) {
-    return InvalidArgument(origin + ".name: missing, or not a plain directory name (letters, digits, . _ -)");
-  }
-  entry->name = json["name"].get<std::string>();
-  if (!json.contains("files") || !json["files"].is_object()) {
-    return InvalidArgument(origin + ".files: missing, or not an object {file name: SHA-256}");
-  }
-  for (const auto& [file, hash] : json["files"].items()) {
-    if (!IsPlainName(file) || !hash.is_string() || !IsSha256Hex(hash.get<std::string>())) {
-      return InvalidArgument(origin + ".files[\"" + file +
-                             "\"]: must map a plain file name to 64 lower-case hex digits");
-    }
-    entry->files.emplace_back(file, hash.get<std::string>());
-  }
-  for (const char* required : {kGoldenInputs, kGoldenOutputs}) {
-    if (!json["files"].contains(required)) return InvalidArgument(origin + ".files[\"" + required + "\"] is missing");
-  }
-  return Status::Ok();
-}
 
 Status ReadManifest(const fs::path& dir, Manifest* manifest) {
   const std::string path = (dir / kGoldenManifest).string();
@@ -176,8 +68,8 @@ Status ReadManifest(const fs::path& dir, Manifest* manifest) {
   manifest->suite = json["suite"].get<std::string>();
   std::set<std::string> names;
   for (size_t i = 0; i < json["cases"].size(); ++i) {
-    ManifestCase entry;
-    MSA_RETURN_IF_ERROR(ParseManifestCase(json["cases"][i], path + ": cases[" + std::to_string(i) + "]", &entry));
+    GoldenEntry entry;
+    MSA_RETURN_IF_ERROR(ParseGoldenEntry(json["cases"][i], path + ": cases[" + std::to_string(i) + "]", &entry));
     if (!names.insert(entry.name).second) return InvalidArgument(path + ": case " + entry.name + " is listed twice");
     manifest->cases.push_back(std::move(entry));
   }
@@ -307,29 +199,9 @@ void JudgeAgainstStored(const Problem& problem, const SafetensorsFile& stored, O
   if (!result->passed) result->detail = FormatVerdict(verdict);
 }
 
-// The SHA-256 of every listed file; a description of each missing or changed one.
-std::string CheckFileHashes(const fs::path& dir, const ManifestCase& entry) {
-  std::string problems;
-  for (const auto& [file, expected] : entry.files) {
-    const std::string shown = entry.name + "/" + file;
-    const fs::path path = dir / entry.name / file;
-    std::error_code error;
-    std::string actual, problem;
-    if (!fs::is_regular_file(path, error)) {
-      problem = shown + " is missing";
-    } else if (Status status = Sha256OfFile(path.string(), &actual); !status.ok()) {
-      problem = status.message();
-    } else if (actual != expected) {
-      problem = shown + " is corrupted: its SHA-256 is " + actual + ", MANIFEST.json records " + expected;
-    }
-    if (!problem.empty()) problems += (problems.empty() ? "" : "; ") + problem;
-  }
-  return problems;
-}
-
-void VerifyCase(const fs::path& dir, const ManifestCase& entry, const Backend& backend, Precision precision,
+void VerifyCase(const fs::path& dir, const GoldenEntry& entry, const Backend& backend, Precision precision,
                 GoldenCaseResult* result) {
-  result->reason = CheckFileHashes(dir, entry);
+  result->reason = CheckGoldenFiles(dir, entry);
   if (!result->reason.empty()) return;
   const fs::path case_dir = dir / entry.name;
   Problem problem;
@@ -384,32 +256,6 @@ bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases) {
     for (TestCase& test_case : LargeCases()) cases->push_back(std::move(test_case));
   }
   return true;
-}
-
-Status GenerateGolden(const std::string& dir, std::string_view suite, const std::vector<TestCase>& cases,
-                      const GoldenCaseDone& on_case) {
-  std::error_code error;
-  fs::create_directories(dir, error);
-  if (error) return IoError(dir + ": cannot create the directory: " + error.message());
-  const fs::path manifest_path = fs::path(dir) / kGoldenManifest;
-  fs::remove(manifest_path, error);
-  if (error) return IoError(manifest_path.string() + ": cannot remove the old manifest: " + error.message());
-  Json entries = Json::array();
-  for (size_t i = 0; i < cases.size(); ++i) {
-    const Clock::time_point start = Clock::now();
-    Json entry;
-    MSA_RETURN_IF_ERROR(GenerateCase(dir, cases[i], &entry));
-    entries.push_back(std::move(entry));
-    if (on_case) on_case(int(i), int(cases.size()), cases[i].name, SecondsSince(start));
-  }
-  Json manifest;
-  manifest["format"] = "msa-golden";
-  manifest["format_version"] = kGoldenFormatVersion;
-  manifest["msa_version"] = MSA_VERSION;
-  manifest["suite"] = std::string(suite);
-  manifest["backend"] = "reference";
-  manifest["cases"] = std::move(entries);
-  return WriteFileAtomically(manifest_path.string(), manifest.dump(2) + "\n");
 }
 
 int GoldenVerifyResult::failed() const {

@@ -13,6 +13,7 @@
 
 #include "msa/msa.h"
 #include "oracle/cases.h"
+#include "oracle/shard.h"
 
 namespace msa {
 
@@ -29,15 +30,44 @@ bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases);
 inline constexpr const char* kGoldenSuiteNames[] = {"smoke", "full", "dialects", "training"};
 std::string GoldenSuiteList();
 
-// Called after each case with its position (0-based), the case count, its name and the seconds it took.
-using GoldenCaseDone = std::function<void(int index, int count, const std::string& name, double seconds)>;
+// What GenerateGolden reports after each case of its shard: `done` of `count` finished, `reused` when a previous
+// run's files were kept (resume), and the seconds it took.
+struct GoldenCaseEvent {
+  int done = 0, count = 0;
+  std::string name;
+  double seconds = 0;
+  bool reused = false;
+};
+using GoldenCaseDone = std::function<void(const GoldenCaseEvent& event)>;
 
-// Writes `cases` under `dir` (created with its parents when missing): per case the inputs and the reference
-// backend's outputs, then MANIFEST.json (labelled `suite`) last. Every file is written atomically, and an
-// existing MANIFEST.json is removed first, so a failed run never leaves a manifest naming missing files.
+struct GoldenGenerateOptions {
+  Shard shard;                       // the cases whose position p in `cases` has p % count == index
+  const Backend* backend = nullptr;  // runs exact mode where it can (else the reference); null: the reference.
+                                     // Exact backends give the reference's bits, and the files say "reference"
+                                     // whichever ran, so their bytes (and the manifest) do not depend on it; the
+                                     // shard record names the backend of each case.
+  bool resume = false;               // keep the cases a previous run of this shard recorded, once their files'
+                                     // SHA-256 match the record
+};
+
+// Writes the shard's cases under `dir` (created with its parents when missing): per case, the inputs and the
+// exact outputs, written into a temporary directory renamed into place (a case is complete or absent), then
+// dir/SHARD-<I>-of-<N>.json, rewritten after every case (oracle/golden_files.h). The whole run (shard 0/1) then
+// writes MANIFEST.json (labelled `suite`) and removes its record; an existing MANIFEST.json is removed first, so
+// a failed run never leaves a manifest naming missing files. Other shards are merged by MergeGolden.
 // Precondition: case names are distinct.
 Status GenerateGolden(const std::string& dir, std::string_view suite, const std::vector<TestCase>& cases,
-                      const GoldenCaseDone& on_case = {});
+                      const GoldenGenerateOptions& options = {}, const GoldenCaseDone& on_case = {});
+
+// The record a shard's run leaves in its directory: "SHARD-1-of-3.json".
+std::string GoldenShardRecordName(const Shard& shard);
+
+// Merges the complete shard records found in `shard_dirs` into `out_dir`: MANIFEST.json byte-identical to the
+// whole run's, each case's directory hard-linked (else copied) into `out_dir` when it lies elsewhere. Refuses,
+// naming the records: shards of different msa versions, suites or shard counts, a shard twice (overlap), a
+// shard missing, an incomplete shard, a case file whose SHA-256 differs from its record. `summary` says what
+// was merged.
+Status MergeGolden(const std::string& out_dir, const std::vector<std::string>& shard_dirs, std::string* summary);
 
 struct GoldenCaseResult {
   std::string name;

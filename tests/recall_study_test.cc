@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -361,6 +362,76 @@ TEST_F(RecallCli, BadValuesNameTheFlagAndTheValue) {
   const CliResult plot = RunMsa({"recall", "--plot"});
   EXPECT_EQ(plot.code, 2);
   EXPECT_EQ(plot.err, "msa: error: --plot: needs --out-dir for the figures\n");
+}
+
+std::string ReadText(const fs::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+}
+
+// A sweep of 2 contexts x 2 distances x 2 strengths x 2 poolings = 16 setups, small enough for every test.
+std::vector<std::string> ShardedSweep(const std::string& out_dir) {
+  return {"recall", "--context",  "256,320", "--distance", "32,96",   "--strength", "1,4", "--block-size",
+          "16",     "--top-k",    "4",       "--pooling",  "max,lse", "--queries",  "2",   "--sequences",
+          "2",      "--head-dim", "8",       "--out-dir",  out_dir};
+}
+
+TEST_F(RecallCli, ShardsMergeToTheUnshardedRunsFiles) {
+  const CliResult whole = RunMsa(ShardedSweep((dir_ / "whole").string()));
+  ASSERT_EQ(whole.code, 0) << whole.err;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> args = ShardedSweep((dir_ / ("s" + std::to_string(i))).string());
+    args.insert(args.end(), {"--shard", std::to_string(i) + "/3"});
+    const CliResult shard = RunMsa(args);
+    ASSERT_EQ(shard.code, 0) << shard.err;
+    EXPECT_NE(shard.out.find("shard " + std::to_string(i) + "/3 of 16"), std::string::npos) << shard.out;
+  }
+  const std::string s0 = (dir_ / "s0").string(), s1 = (dir_ / "s1").string(), s2 = (dir_ / "s2").string();
+  const CliResult merged = RunMsa({"recall", "merge", "--out-dir", (dir_ / "merged").string(), s2, s0, s1});
+  ASSERT_EQ(merged.code, 0) << merged.err;
+  EXPECT_NE(merged.out.find("16 setups"), std::string::npos) << merged.out;
+  for (const char* file : {"recall.csv", "recall.json"}) {
+    const std::string expected = ReadText(dir_ / "whole" / file);
+    ASSERT_FALSE(expected.empty());
+    EXPECT_EQ(ReadText(dir_ / "merged" / file), expected) << file;
+  }
+
+  // Bad merges: refused with the reason, nothing written.
+  std::vector<std::string> other = ShardedSweep((dir_ / "other").string());
+  other[std::find(other.begin(), other.end(), "--strength") - other.begin() + 1] = "1,5";
+  other.insert(other.end(), {"--shard", "1/3"});
+  ASSERT_EQ(RunMsa(other).code, 0);
+  std::vector<std::string> two = ShardedSweep((dir_ / "two").string());
+  two.insert(two.end(), {"--shard", "1/2"});
+  ASSERT_EQ(RunMsa(two).code, 0);
+  const std::string out = (dir_ / "refused").string();
+  const struct {
+    std::vector<std::string> dirs;
+    const char* says;
+  } refusals[] = {
+      {{s0, s2}, "shard 1/3 is missing"},
+      {{s0, s1, s1, s2}, "shard 1/3 appears twice (overlapping shards)"},
+      {{s0, (dir_ / "other").string(), s2}, "shards of different sweeps"},
+      {{s0, (dir_ / "two").string(), s2}, "shards of different shard counts"},
+      {{s0, s1, s2, (dir_ / "whole").string()}, "shard.index missing: not written by msa recall --shard I/N"},
+  };
+  for (const auto& refusal : refusals) {
+    std::vector<std::string> args = {"recall", "merge", "--out-dir", out};
+    args.insert(args.end(), refusal.dirs.begin(), refusal.dirs.end());
+    const CliResult result = RunMsa(args);
+    EXPECT_EQ(result.code, 2) << refusal.says;
+    EXPECT_NE(result.err.find(refusal.says), std::string::npos) << result.err;
+    EXPECT_FALSE(fs::exists(out)) << refusal.says;
+  }
+  // A CSV cut short.
+  const std::string csv = ReadText(dir_ / "s1" / "recall.csv");
+  std::ofstream(dir_ / "s1" / "recall.csv", std::ios::trunc) << csv.substr(0, csv.rfind('\n', csv.size() - 2) + 1);
+  const CliResult cut = RunMsa({"recall", "merge", "--out-dir", out, s0, s1, s2});
+  EXPECT_EQ(cut.code, 2);
+  EXPECT_NE(cut.err.find("rows, but shard 1/3 of 16 setups"), std::string::npos) << cut.err;
+  // A shard needs --out-dir.
+  const CliResult no_dir = RunMsa({"recall", "--shard", "0/2"});
+  EXPECT_EQ(no_dir.err, "msa: error: --shard 0/2: needs --out-dir (msa recall merge reads its files)\n");
 }
 
 }  // namespace

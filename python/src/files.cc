@@ -75,11 +75,12 @@ nb::list SuiteCaseNames(const std::string& suite) {
   return names;
 }
 
-// Writes the suite's cases (all, or those named) and MANIFEST.json under `dir` (oracle/golden.h GenerateGolden);
-// on_case(index, count, name, seconds) after each case.
+// Writes shard `shard_index`/`shard_count` of the suite's cases (all, or those named) under `dir`, with
+// MANIFEST.json for the whole run (oracle/golden.h GenerateGolden); on_case(index, count, name, seconds) after each.
 void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
                            std::optional<std::vector<std::string>> names,
-                           const std::function<void(int, int, std::string, double)>& on_case) {
+                           const std::function<void(int, int, std::string, double)>& on_case, int shard_index,
+                           int shard_count, const std::string& backend, bool resume) {
   std::vector<TestCase> cases = SuiteCases(suite);
   if (names) {
     std::vector<TestCase> chosen;
@@ -92,12 +93,25 @@ void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
     }
     cases = std::move(chosen);
   }
+  GoldenGenerateOptions options;
+  ThrowIfError(ParseShard("shard", std::to_string(shard_index) + "/" + std::to_string(shard_count), &options.shard));
+  options.backend = FindBackend(backend);
+  if (options.backend == nullptr) throw nb::value_error(("backend=\"" + backend + "\": not compiled in").c_str());
+  options.resume = resume;
   WithoutGil unlocked;
-  ThrowIfError(GenerateGolden(dir, suite, cases, [&](int index, int count, const std::string& name, double seconds) {
+  ThrowIfError(GenerateGolden(dir, suite, cases, options, [&](const GoldenCaseEvent& event) {
     if (!on_case) return;
     nb::gil_scoped_acquire acquire;
-    on_case(index, count, name, seconds);
+    on_case(event.done - 1, event.count, event.name, event.seconds);
   }));
+}
+
+// Merges golden shard directories into `out` (oracle/golden.h MergeGolden); returns the summary line.
+std::string MergeGoldenBinding(const std::string& out, const std::vector<std::string>& shard_dirs) {
+  std::string summary;
+  WithoutGil unlocked;
+  ThrowIfError(MergeGolden(out, shard_dirs, &summary));
+  return summary;
 }
 
 }  // namespace
@@ -110,7 +124,9 @@ void AddFileFunctions(nb::module_& m) {
   }();
   m.def("read_safetensors", &ReadSafetensorsBinding, "path"_a);
   m.def("golden_case_names", &SuiteCaseNames, "suite"_a);
-  m.def("generate_golden", &GenerateGoldenBinding, "dir"_a, "suite"_a, "names"_a.none(), "on_case"_a.none());
+  m.def("generate_golden", &GenerateGoldenBinding, "dir"_a, "suite"_a, "names"_a.none(), "on_case"_a.none(),
+        "shard_index"_a = 0, "shard_count"_a = 1, "backend"_a = "reference", "resume"_a = false);
+  m.def("merge_golden", &MergeGoldenBinding, "out"_a, "shard_dirs"_a);
 }
 
 }  // namespace msa::python

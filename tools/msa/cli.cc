@@ -3,6 +3,7 @@
 
 #include <omp.h>
 
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <new>
@@ -52,6 +53,31 @@ Status CheckOutputPath(const std::string& flag, const std::string& path) {
 
 void SetThreads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
+}
+
+void AddShardOptions(CLI::App* command, ShardFlags* flags, const std::string& what) {
+  command
+      ->add_option("--shard", flags->shard,
+                   "I/N: only the " + what +
+                       " at positions p with p % N == I (then merge); auto: I and N from the "
+                       "launcher (Slurm array or step, torchrun, Open MPI, Kubernetes indexed Job)")
+      ->capture_default_str();
+  command
+      ->add_option("--shard-count", flags->shard_count,
+                   "N for --shard auto where the launcher does not give it (a Kubernetes indexed Job)")
+      ->check(CLI::Range(1, kMaxShards));
+}
+
+Status ChooseShard(const ShardFlags& flags, const std::string& command, std::ostream& out, Shard* shard) {
+  if (flags.shard != "auto") {
+    if (flags.shard_count != 0) return InvalidArgument("--shard-count: only with --shard auto");
+    return ParseShard("--shard", flags.shard, shard);
+  }
+  std::string source;
+  MSA_RETURN_IF_ERROR(
+      ShardFromEnvironment([](const char* name) { return std::getenv(name); }, flags.shard_count, shard, &source));
+  out << command << ": shard " << shard->ToString() << " from " << source << "\n";
+  return Status::Ok();
 }
 
 int RunCli(const std::vector<std::string>& args, const CliStreams& streams) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "msa/msa.h"
+#include "oracle/shard.h"
 
 namespace CLI {
 class App;
@@ -48,6 +49,15 @@ Status CheckOutputPath(const std::string& flag, const std::string& path);
 void AddThreadsOption(CLI::App* command, int* threads);
 // Sets the OpenMP thread count when threads > 0.
 void SetThreads(int threads);
+
+// --shard I/N|auto and --shard-count N, for the subcommands that split their work into static shards.
+struct ShardFlags {
+  std::string shard = "0/1";
+  int shard_count = 0;  // N for --shard auto where the launcher does not give it
+};
+void AddShardOptions(CLI::App* command, ShardFlags* flags, const std::string& what);
+// The shard the flags name; for auto, the launcher's, said on `out` as "<command>: shard 1/3 from torchrun: ...".
+Status ChooseShard(const ShardFlags& flags, const std::string& command, std::ostream& out, Shard* shard);
 
 }  // namespace msa
 

@@ -1,4 +1,4 @@
-// `msa golden generate` and `msa golden verify`: progress and verdict lines over oracle/golden.h.
+// `msa golden generate`, `merge` and `verify`: progress and verdict lines over oracle/golden.h.
 #include <omp.h>
 
 #include <chrono>
@@ -16,10 +16,17 @@
 namespace msa {
 namespace {
 
-struct GoldenGenerateOptions {
-  std::string suite = "smoke";  // smoke | full
+struct GoldenGenerateFlags {
+  std::string suite = "smoke";
   std::string dir;
+  ShardFlags shard;
+  std::string backend = "reference";
+  bool resume = false;
   int threads = 0;
+};
+struct GoldenMergeFlags {
+  std::string dir;
+  std::vector<std::string> shard_dirs;
 };
 struct GoldenVerifyOptions {
   std::string dir;
@@ -45,23 +52,62 @@ std::string Counter(int index, int count) {
   return text;
 }
 
-int GoldenGenerateCommand(const GoldenGenerateOptions& options, const CliStreams& streams) {
-  std::vector<TestCase> cases;
-  if (!GoldenSuite(options.suite, &cases)) {
-    return CliFail(streams, "--suite " + options.suite + ": unknown suite (known: " + GoldenSuiteList() + ")");
+// "(0.42 cases/s, ETA 31 s)" after `done` of `count` cases in `seconds` (cases reused count as done).
+std::string RateAndEta(int done, int count, double seconds) {
+  char text[64];
+  const double rate = seconds > 0 ? done / seconds : 0;
+  if (rate > 0) {
+    std::snprintf(text, sizeof(text), "(%.3g cases/s, ETA %.0f s)", rate, (count - done) / rate);
+  } else {
+    std::snprintf(text, sizeof(text), "(ETA unknown)");
   }
-  SetThreads(options.threads);
+  return text;
+}
+
+int GoldenGenerateCommand(const GoldenGenerateFlags& flags, const CliStreams& streams) {
+  std::vector<TestCase> cases;
+  if (!GoldenSuite(flags.suite, &cases)) {
+    return CliFail(streams, "--suite " + flags.suite + ": unknown suite (known: " + GoldenSuiteList() + ")");
+  }
   std::ostream& out = streams.out;
-  out << "msa golden generate: suite " << options.suite << ", " << cases.size() << " cases, backend reference, "
-      << omp_get_max_threads() << " threads, into " << options.dir << "\n";
+  GoldenGenerateOptions options;
+  options.resume = flags.resume;
+  if (Status status = ChooseShard(flags.shard, "msa golden generate", out, &options.shard); !status.ok()) {
+    return CliFail(streams, status.message());
+  }
+  if (Status status = LookupBackend(flags.backend, &options.backend); !status.ok()) {
+    return CliFail(streams, "--backend " + flags.backend + ": " + status.message());
+  }
+  SetThreads(flags.threads);
+  int in_shard = 0;
+  for (size_t p = 0; p < cases.size(); ++p) in_shard += options.shard.Holds(int64_t(p)) ? 1 : 0;
+  out << "msa golden generate: suite " << flags.suite << ", shard " << options.shard.ToString() << ": " << in_shard
+      << " of " << cases.size() << " cases, backend " << options.backend->name << " (exact), " << omp_get_max_threads()
+      << " threads, into " << flags.dir << "\n"
+      << std::flush;
   const auto start = std::chrono::steady_clock::now();
-  const Status status = GenerateGolden(
-      options.dir, options.suite, cases, [&out](int index, int count, const std::string& name, double s) {
-        out << Counter(index, count) << " " << name << " " << Seconds(s) << "\n" << std::flush;
-      });
+  const Status status = GenerateGolden(flags.dir, flags.suite, cases, options, [&](const GoldenCaseEvent& event) {
+    out << Counter(event.done - 1, event.count) << " " << event.name << " "
+        << (event.reused ? "kept (its files match the shard record)" : Seconds(event.seconds)) << " "
+        << RateAndEta(event.done, event.count, SecondsSince(start)) << "\n"
+        << std::flush;
+  });
   if (!status.ok()) return CliFail(streams, status.message());
-  out << "wrote " << (std::filesystem::path(options.dir) / kGoldenManifest).string() << ": " << cases.size()
-      << " cases in " << Seconds(SecondsSince(start)) << "\n";
+  const std::filesystem::path written =
+      std::filesystem::path(flags.dir) /
+      (options.shard.whole() ? std::string(kGoldenManifest) : GoldenShardRecordName(options.shard));
+  out << "wrote " << written.string() << ": " << in_shard << " cases in " << Seconds(SecondsSince(start))
+      << (options.shard.whole() ? "" : " (merge the shards with msa golden merge)") << "\n";
+  return 0;
+}
+
+int GoldenMergeCommand(const GoldenMergeFlags& flags, const CliStreams& streams) {
+  std::string summary;
+  if (Status status = MergeGolden(flags.dir, flags.shard_dirs, &summary); !status.ok()) {
+    return CliFail(streams, status.message());
+  }
+  streams.out << "msa golden merge: " << summary << "\nwrote "
+              << (std::filesystem::path(flags.dir) / kGoldenManifest).string() << "\n";
   return 0;
 }
 
@@ -100,19 +146,35 @@ int GoldenVerifyCommand(const GoldenVerifyOptions& options, const CliStreams& st
 }  // namespace
 
 void AddGoldenCommand(CLI::App& app, const CliStreams& streams, CliAction* action) {
-  CLI::App* golden_command = app.add_subcommand("golden", "Golden suites: generate, verify");
+  CLI::App* golden_command = app.add_subcommand("golden", "Golden suites: generate, merge, verify");
   golden_command->require_subcommand(1);
-  const auto generate = std::make_shared<GoldenGenerateOptions>();
-  CLI::App* generate_command =
-      golden_command->add_subcommand("generate", "Write a suite's inputs, reference outputs and MANIFEST.json");
-  generate_command->add_option("--suite", generate->suite, "smoke | full | dialects")
+  const auto generate = std::make_shared<GoldenGenerateFlags>();
+  CLI::App* generate_command = golden_command->add_subcommand(
+      "generate", "Write a suite's inputs, exact outputs and MANIFEST.json (or, for one shard, its SHARD record)");
+  generate_command->add_option("--suite", generate->suite, GoldenSuiteList())
       ->check(CLI::IsMember(std::vector<std::string>(std::begin(kGoldenSuiteNames), std::end(kGoldenSuiteNames))))
       ->capture_default_str();
   generate_command->add_option("--dir", generate->dir, "directory to write (created if missing)")->required();
+  AddShardOptions(generate_command, &generate->shard, "cases");
+  generate_command
+      ->add_option("--backend", generate->backend,
+                   "the exact backend that computes the outputs (all give the reference's bits and the same files)")
+      ->capture_default_str();
+  generate_command->add_flag("--resume", generate->resume,
+                             "keep the cases an earlier run of this shard finished (their SHA-256 checked)");
   AddThreadsOption(generate_command, &generate->threads);
   generate_command->callback([generate, &streams, action] {
     *action = [generate, &streams] { return GoldenGenerateCommand(*generate, streams); };
   });
+  const auto merge = std::make_shared<GoldenMergeFlags>();
+  CLI::App* merge_command = golden_command->add_subcommand(
+      "merge", "Merge the shards of golden generate --shard into the MANIFEST.json one run would write");
+  merge_command->add_option("--dir", merge->dir, "the merged suite's directory (may be one of the shard dirs)")
+      ->required();
+  merge_command->add_option("shard_dirs", merge->shard_dirs, "directories holding SHARD-<I>-of-<N>.json records")
+      ->required();
+  merge_command->callback(
+      [merge, &streams, action] { *action = [merge, &streams] { return GoldenMergeCommand(*merge, streams); }; });
   const auto verify = std::make_shared<GoldenVerifyOptions>();
   CLI::App* verify_command = golden_command->add_subcommand(
       "verify", "Recompute a golden suite with a backend and compare. Exit 0 pass, 1 fail, 2 bad input");

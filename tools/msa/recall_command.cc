@@ -1,4 +1,5 @@
-// `msa recall`: parse the sweep, run it on every backend, print the table, write CSV / JSON / PNG atomically.
+// `msa recall`: parse the sweep, run it (or one shard of it) on every backend, print the table, write CSV / JSON /
+// PNG atomically; `msa recall merge`: shards' files into the unsharded run's.
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,7 @@
 
 #include "io/atomic_file.h"
 #include "tools/msa/cli.h"
+#include "tools/msa/recall_merge.h"
 #include "tools/msa/recall_plot.h"
 #include "tools/msa/recall_report.h"
 #include "tools/msa/recall_sweep.h"
@@ -35,7 +37,12 @@ struct RecallOptions {
   uint64_t seed = 1;
   std::string out_dir;  // empty: no files
   bool plot = false;    // PNG figures into out_dir (gnuplot)
+  ShardFlags shard;
   int threads = 0;
+};
+struct RecallMergeFlags {
+  std::string out_dir;
+  std::vector<std::string> shard_dirs;
 };
 
 std::vector<std::string> SplitList(const std::string& list) {
@@ -182,10 +189,20 @@ Status WriteOutputs(const RecallOptions& options, const RecallSweep& sweep, cons
   const auto in_dir = [&](Status status) {
     return status.ok() ? status : IoError("--out-dir " + options.out_dir + ": " + status.message());
   };
+  // A shard's JSON says which shard it holds (msa recall merge reads it); the whole run's does not.
+  nlohmann::ordered_json shard = nullptr;
+  if (!sweep.shard.whole()) {
+    shard = {{"index", sweep.shard.index},
+             {"count", sweep.shard.count},
+             {"setups", ExpandSweep(sweep).size()},
+             {"backends", sweep.backends.size()},
+             {"msa_version", MSA_VERSION}};
+  }
+  const std::vector<RecallRow> rows = RecallRows(points);
   AtomicFileSet files;
-  MSA_RETURN_IF_ERROR(in_dir(files.Stage((dir / "recall.csv").string(), RecallCsv(points))));
-  MSA_RETURN_IF_ERROR(
-      in_dir(files.Stage((dir / "recall.json").string(), RecallJson(CanonicalCommand(options), sweep, points))));
+  MSA_RETURN_IF_ERROR(in_dir(files.Stage((dir / "recall.csv").string(), RecallCsv(rows))));
+  MSA_RETURN_IF_ERROR(in_dir(files.Stage((dir / "recall.json").string(),
+                                         RecallJson(CanonicalCommand(options), RecallSettings(sweep), rows, shard))));
   if (options.plot) {
     for (const RecallFigure& figure : FiguresFor(sweep)) {
       const auto draw = [&](const std::string& temporary) { return DrawFigure(figure, points, temporary); };
@@ -214,14 +231,31 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
   if (options.plot) {
     if (Status status = CheckPlotter(); !status.ok()) return CliFail(streams, status.message());
   }
+  if (Status status = ChooseShard(options.shard, "msa recall", streams.out, &sweep.shard); !status.ok()) {
+    return CliFail(streams, status.message());
+  }
+  if (!sweep.shard.whole() && options.out_dir.empty()) {
+    return CliFail(streams, "--shard " + options.shard.shard + ": needs --out-dir (msa recall merge reads its files)");
+  }
+  if (!sweep.shard.whole() && options.plot) {
+    return CliFail(streams, "--plot: a shard holds part of the sweep; draw the figures from an unsharded run");
+  }
   SetThreads(options.threads);
 
   std::string backends;
   for (const Backend* backend : sweep.backends) backends += (backends.empty() ? "" : ", ") + std::string(backend->name);
-  const std::vector<RecallSetup> setups = ExpandSweep(sweep);
+  std::vector<RecallSetup> setups;  // this shard's
+  const std::vector<RecallSetup> all_setups = ExpandSweep(sweep);
+  for (size_t p = 0; p < all_setups.size(); ++p) {
+    if (sweep.shard.Holds(int64_t(p))) setups.push_back(all_setups[p]);
+  }
   // Flushed at once, so that a run stopped early (a timeout, a pipe) still shows what it was running.
-  streams.out << "msa recall: " << setups.size() << " setups x backends " << backends << " (reference exact, others "
-              << PrecisionName(sweep.precision) << ")\n  " << CanonicalCommand(options) << "\n"
+  streams.out << "msa recall: " << setups.size() << " setups"
+              << (sweep.shard.whole()
+                      ? ""
+                      : " (shard " + sweep.shard.ToString() + " of " + std::to_string(all_setups.size()) + ")")
+              << " x backends " << backends << " (reference exact, others " << PrecisionName(sweep.precision) << ")\n  "
+              << CanonicalCommand(options) << "\n"
               << std::flush;
   // Progress: a live line on a terminal; otherwise one line per setup as it starts, with the time so far, so
   // that a log cut short shows how far the sweep got and how long each setup takes.
@@ -265,6 +299,18 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
     for (const std::string& path : written) streams.out << "  wrote      " << path << "\n";
   }
   return RecallPassed(points) ? 0 : 1;
+}
+
+int RecallMergeCommand(const RecallMergeFlags& flags, const CliStreams& streams) {
+  RecallMergeResult result;
+  if (Status status = MergeRecall(flags.out_dir, flags.shard_dirs, &result); !status.ok()) {
+    return CliFail(streams, status.message());
+  }
+  streams.out << "msa recall merge: " << result.setups << " setups (" << result.rows << " rows) from " << result.shards
+              << " shards: " << (result.passed ? "every backend reaches" : "a backend FALLS SHORT of")
+              << " the reference's recall\n  wrote      " << flags.out_dir << "/recall.csv\n  wrote      "
+              << flags.out_dir << "/recall.json\n";
+  return result.passed ? 0 : 1;
 }
 
 }  // namespace
@@ -319,9 +365,21 @@ void AddRecallCommand(CLI::App& app, const CliStreams& streams, CliAction* actio
   command->add_option("--seed", options->seed, "random seed")->capture_default_str();
   command->add_option("--out-dir", options->out_dir, "write recall.csv and recall.json (and figures) here");
   command->add_flag("--plot", options->plot, "also draw PNG figures into --out-dir (needs gnuplot)");
+  AddShardOptions(command, &options->shard, "setups");
   AddThreadsOption(command, &options->threads);
-  command->callback(
-      [options, &streams, action] { *action = [options, &streams] { return RecallCommand(*options, streams); }; });
+  const auto merge = std::make_shared<RecallMergeFlags>();
+  CLI::App* merge_command = command->add_subcommand(
+      "merge",
+      "Merge the --out-dir files of msa recall --shard runs into those of one unsharded run. Exit 0 when "
+      "every backend reaches the reference's recall, 1 when one falls short, 2 bad input");
+  merge_command->add_option("--out-dir", merge->out_dir, "where to write recall.csv and recall.json")->required();
+  merge_command->add_option("shard_dirs", merge->shard_dirs, "the shards' --out-dir directories")->required();
+  merge_command->callback(
+      [merge, &streams, action] { *action = [merge, &streams] { return RecallMergeCommand(*merge, streams); }; });
+  command->callback([options, merge_command, &streams, action] {
+    if (merge_command->parsed()) return;  // `msa recall merge`: its own action
+    *action = [options, &streams] { return RecallCommand(*options, streams); };
+  });
 }
 
 }  // namespace msa

@@ -60,35 +60,43 @@ const char* const kRecallColumns =
     "pooling,backend,precision,needles_planted,needles_recalled,needle_recall,mass_recall_mean,mass_recall_min,"
     "kept_fraction,recall_flips,near_tie_rows,violation_rows,invalid_rows,tau,agrees";
 
-std::string RecallCsv(const std::vector<RecallPoint>& points) {
+std::vector<RecallRow> RecallRows(const std::vector<RecallPoint>& points) {
+  std::vector<RecallRow> rows;
+  for (const RecallPoint& point : points) rows.push_back(Cells(point));
+  return rows;
+}
+
+std::string RecallCsv(const std::vector<RecallRow>& rows) {
   std::string csv = std::string(kRecallColumns) + "\n";
-  for (const RecallPoint& point : points) {
-    const std::vector<std::string> cells = Cells(point);
+  for (const RecallRow& cells : rows) {
     for (size_t i = 0; i < cells.size(); ++i) csv += (i == 0 ? "" : ",") + cells[i];
     csv += "\n";
   }
   return csv;
 }
 
-std::string RecallJson(const std::string& command, const RecallSweep& sweep, const std::vector<RecallPoint>& points) {
-  using Json = nlohmann::ordered_json;
+nlohmann::ordered_json RecallSettings(const RecallSweep& sweep) {
   const RecallSetup& base = sweep.base;
-  Json settings = {{"num_q_heads", base.config.num_q_heads},
-                   {"num_kv_heads", base.config.num_kv_heads},
-                   {"head_dim", base.config.head_dim},
-                   {"index_head_dim", base.config.index_head_dim},
-                   {"init_blocks", base.config.init_blocks},
-                   {"queries", base.queries},
-                   {"sequences", base.sequences},
-                   {"needles", base.needles},
-                   {"distractors", base.distractors},
-                   {"distractor_strength", base.distractor_strength},
-                   {"seed", base.seed},
-                   {"precision", PrecisionName(sweep.precision)}};
-  Json rows = Json::array();
+  return {{"num_q_heads", base.config.num_q_heads},
+          {"num_kv_heads", base.config.num_kv_heads},
+          {"head_dim", base.config.head_dim},
+          {"index_head_dim", base.config.index_head_dim},
+          {"init_blocks", base.config.init_blocks},
+          {"queries", base.queries},
+          {"sequences", base.sequences},
+          {"needles", base.needles},
+          {"distractors", base.distractors},
+          {"distractor_strength", base.distractor_strength},
+          {"seed", base.seed},
+          {"precision", PrecisionName(sweep.precision)}};
+}
+
+std::string RecallJson(const std::string& command, const nlohmann::ordered_json& settings,
+                       const std::vector<RecallRow>& rows, const nlohmann::ordered_json& shard) {
+  using Json = nlohmann::ordered_json;
+  Json points = Json::array();
   const std::vector<std::string> names = ColumnNames();
-  for (const RecallPoint& point : points) {
-    const std::vector<std::string> cells = Cells(point);
+  for (const RecallRow& cells : rows) {
     Json row = Json::object();
     for (size_t i = 0; i < names.size(); ++i) {
       const std::string& cell = cells[i];
@@ -100,10 +108,18 @@ std::string RecallJson(const std::string& command, const RecallSweep& sweep, con
         row[names[i]] = std::stod(cell);
       }
     }
-    rows.push_back(std::move(row));
+    points.push_back(std::move(row));
   }
-  const Json json = {{"command", command}, {"settings", settings}, {"passed", RecallPassed(points)}, {"points", rows}};
+  Json json = {{"command", command}, {"settings", settings}, {"passed", RecallRowsPassed(rows)}, {"points", points}};
+  if (!shard.is_null()) json["shard"] = shard;
   return json.dump(1) + "\n";
+}
+
+bool RecallRowsPassed(const std::vector<RecallRow>& rows) {
+  for (const RecallRow& cells : rows) {
+    if (cells.back() != "true") return false;
+  }
+  return true;
 }
 
 std::string RecallTable(const std::vector<RecallPoint>& points) {

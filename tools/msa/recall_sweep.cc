@@ -63,7 +63,11 @@ std::vector<RecallSetup> ExpandSweep(const RecallSweep& sweep) {
 
 Status RunRecallSweep(const RecallSweep& sweep, const std::function<void(int64_t, int64_t)>& progress,
                       std::vector<RecallPoint>* points) {
-  const std::vector<RecallSetup> setups = ExpandSweep(sweep);
+  std::vector<RecallSetup> setups;
+  const std::vector<RecallSetup> all = ExpandSweep(sweep);
+  for (size_t p = 0; p < all.size(); ++p) {
+    if (sweep.shard.Holds(int64_t(p))) setups.push_back(all[p]);
+  }
   const int64_t total = int64_t(setups.size() * sweep.backends.size());
   points->clear();
   Problem noise;

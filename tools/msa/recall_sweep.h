@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "oracle/shard.h"
 #include "tools/msa/recall_study.h"
 
 namespace msa {
@@ -21,6 +22,7 @@ struct RecallSweep {
   std::vector<Pooling> poolings;
   std::vector<const Backend*> backends;     // reported in this order; the reference (if listed) runs exact
   Precision precision = Precision::kExact;  // what every other backend runs
+  Shard shard;                              // runs the setups at positions p of ExpandSweep with p % N == I
 };
 
 // One row of the study: one backend on one setup.
@@ -41,9 +43,10 @@ struct RecallPoint {
 // The setups of the sweep, in the order they run (context, block size, distance, strength, top_k, pooling).
 std::vector<RecallSetup> ExpandSweep(const RecallSweep& sweep);
 
-// Runs every setup with every backend, judging each non-reference backend's selection against the exact
-// reference's on the same inputs. `progress(done, total)` after each (setup, backend); points come out in
-// ExpandSweep order, backends in sweep order. Errors: a backend that fails to run (Status).
+// Runs every setup of the sweep's shard with every backend, judging each non-reference backend's selection against
+// the exact reference's on the same inputs. `progress(done, total)` after each (setup, backend); points come out
+// in ExpandSweep order, backends in sweep order. Errors: a backend that fails to run (Status). Each setup's inputs
+// depend on the setup alone, so a shard's points equal the whole run's at its positions.
 Status RunRecallSweep(const RecallSweep& sweep, const std::function<void(int64_t, int64_t)>& progress,
                       std::vector<RecallPoint>* points);
 
