@@ -53,6 +53,8 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--workdir", default="/tmp/msa-python-check-bench")
     parser.add_argument("--out", default=str(ROOT / "bench" / "results"))
+    parser.add_argument("--python-only", action="store_true",
+                        help="time mo.check alone (when one device call cannot hold both checks) and print its time")
     args = parser.parse_args()
     os.makedirs(args.workdir, exist_ok=True)
     threads = os.environ.get("OMP_NUM_THREADS") or str(os.cpu_count())
@@ -71,6 +73,12 @@ def main():
                       {"msa_config": CONFIG.to_json()})
     write_safetensors(outputs_path, [(name, *storage(array)) for name, array in outputs.items()], {})
 
+    if args.python_only:
+        start = time.perf_counter()
+        verdict = mo.check(inputs=inputs, outputs=outputs, config=CONFIG)
+        print(f"mo.check: {time.perf_counter() - start:.1f} s, passed {verdict.passed}", flush=True)
+        print(verdict.report)
+        return
     tool_seconds, python_seconds = [], []
     for _ in range(args.repeats):
         start = time.perf_counter()
