@@ -104,10 +104,39 @@ def case_names(suite="smoke") -> list:
     return list(_core.golden_case_names(suite))
 
 
-def generate(directory, suite="smoke", names=None, progress=None):
-    """Writes the suite's cases (or those named) and MANIFEST.json under `directory`, as `msa golden generate` does;
-    progress(index, count, name, seconds) after each case."""
-    _core.generate_golden(os.fspath(directory), suite, None if names is None else list(names), progress)
+def _shard(shard):
+    """(index, count) of shard=None (the whole run), "I/N" or (I, N)."""
+    if shard is None:
+        return 0, 1
+    if isinstance(shard, str):
+        index, slash, count = shard.partition("/")
+        if not slash or not index.strip().isdigit() or not count.strip().isdigit():
+            raise ValueError(f"shard={shard!r}: must be \"I/N\" (shard I of N, counted from 0) or (I, N)")
+        return int(index), int(count)
+    index, count = shard
+    return int(index), int(count)
+
+
+def generate(directory, suite="smoke", names=None, progress=None, shard=None, backend="reference", resume=False):
+    """Writes the suite's cases (or those named) under `directory`, as `msa golden generate` does: MANIFEST.json for
+    the whole run; for shard="I/N" (or (I, N)) only the cases at positions p with p % N == I and the record
+    SHARD-I-of-N.json, which merge() reads. backend: the exact backend that computes the outputs (every exact
+    backend gives the reference's bits and the same files); resume: keep the cases an earlier run of this shard
+    finished, once their files' SHA-256 match its record. progress(index, count, name, seconds) after each case."""
+    index, count = _shard(shard)
+    on_case = None if progress is None else lambda i, n, name, seconds, reused: progress(i, n, name, seconds)
+    _core.generate_golden(os.fspath(directory), suite, None if names is None else list(names), on_case,
+                          shard_index=index, shard_count=count, backend=backend, resume=resume)
+
+
+def merge(directory, shard_directories) -> str:
+    """Merges the shards generated into `shard_directories` into `directory` (which may be one of them), as `msa
+    golden merge` does: MANIFEST.json byte-identical to the whole run's. Refuses (GoldenError) shards that overlap,
+    are missing or incomplete, whose files changed, or that come from another version or suite. Returns a summary."""
+    try:
+        return _core.merge_golden(os.fspath(directory), [os.fspath(d) for d in shard_directories])
+    except ValueError as error:
+        raise GoldenError(str(error)) from None
 
 
 def cache_directory() -> str:

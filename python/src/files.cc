@@ -76,10 +76,11 @@ nb::list SuiteCaseNames(const std::string& suite) {
 }
 
 // Writes shard `shard_index`/`shard_count` of the suite's cases (all, or those named) under `dir`, with
-// MANIFEST.json for the whole run (oracle/golden.h GenerateGolden); on_case(index, count, name, seconds) after each.
+// MANIFEST.json for the whole run (oracle/golden.h GenerateGolden); on_case(index, count, name, seconds, reused)
+// after each.
 void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
                            std::optional<std::vector<std::string>> names,
-                           const std::function<void(int, int, std::string, double)>& on_case, int shard_index,
+                           const std::function<void(int, int, std::string, double, bool)>& on_case, int shard_index,
                            int shard_count, const std::string& backend, bool resume) {
   std::vector<TestCase> cases = SuiteCases(suite);
   if (names) {
@@ -102,7 +103,7 @@ void GenerateGoldenBinding(const std::string& dir, const std::string& suite,
   ThrowIfError(GenerateGolden(dir, suite, cases, options, [&](const GoldenCaseEvent& event) {
     if (!on_case) return;
     nb::gil_scoped_acquire acquire;
-    on_case(event.done - 1, event.count, event.name, event.seconds);
+    on_case(event.done - 1, event.count, event.name, event.seconds, event.reused);
   }));
 }
 
