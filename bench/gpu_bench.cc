@@ -12,7 +12,9 @@
 //   gpu_bench prefill N [reps] [key=value ...]          one causal sequence of N tokens
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [key=value ...]   B sequences of L keys, Q queries each (1)
 //   key=value: index, batch, topk, lists, attend (gpu/common/kernel_plan.h ParseKernelPlan); index=fp8 rounds the
-//   index inputs to e4m3 values first (index_format e4m3).
+//   index inputs to e4m3 values first (index_format e4m3); selection=NAME times the main branch on a generator's
+//   selection (bench/selections.h: random, last, pages, overlap50, overlap90; default indexer: the pipeline's own
+//   on the random index inputs). Every run prints its selection's mean 4- and 8-query union sizes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -25,6 +27,7 @@
 #include <vector>
 
 #include "bench/gpu_bench_checks.h"
+#include "bench/selections.h"
 #include "gpu/common/device_buffer.h"
 #include "gpu/common/device_query.h"
 #include "gpu/common/kernel_plan.h"
@@ -142,11 +145,14 @@ struct Shape {
 
 struct Result {
   std::string plan;
+  double union4 = 0, union8 = 0;  // mean distinct blocks of 4 / 8 consecutive queries' rows (bench/selections.h)
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0, step_graph_ms = 0;
   uint64_t bad_rows = 0, nonfinite = 0;
 };
 
-Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
+// `given`: the main branch runs on that generator's selection (uploaded once, the index branch not run); null: on
+// the pipeline's own selection of the random index inputs.
+Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::msa::bench::SelectionGenerator* given) {
   const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
   const int64_t total_k = shape.batch * k_len, pos0 = k_len - q_len, max_blocks = (k_len + kBk - 1) / kBk;
   Config config;
@@ -225,12 +231,20 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
     BENCH_CHECK(cudaMemset(topk.get(), 0x7f, size_t(kHkv * total_q * kTopK) * 4));
     BENCH_CHECK(cudaMemset(flags.get(), 0xff, 2 * 8));  // no bad row, no overflow: all ones
   };
+  const ::msa::bench::SelectionShape selection_shape{kHkv, kTopK, kBk, 0, 1, shape.batch, q_len, pos0};
+  std::vector<int32_t> host_topk(size_t(kHkv * total_q * kTopK));
+  if (given != nullptr) {
+    given->make(selection_shape, given->keep, 11, &host_topk);
+    BENCH_CHECK(cudaMemcpy(topk.get(), host_topk.data(), host_topk.size() * 4, cudaMemcpyHostToDevice));
+  }
   std::vector<double> index_ms, topk_ms, main_ms;
   for (int rep = -1; rep < reps; ++rep) {  // rep -1: warm-up
-    poison_selection();
+    if (given == nullptr) poison_selection();
     poison_outputs();
     BENCH_CHECK(cudaDeviceSynchronize());
-    BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream, {}, hooks));
+    if (given == nullptr) {
+      BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream, {}, hooks));
+    }
     main_timer.Begin(stream);
     BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream));
     main_timer.End(stream);
@@ -253,7 +267,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
         [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
         poison_outputs);
   }
-  if (kv_outer && shape.decode && CapturesOnStream(plan)) {  // the whole decode step as one graph
+  if (kv_outer && shape.decode && CapturesOnStream(plan) && given == nullptr) {  // the whole decode step as a graph
     result.step_graph_ms = GraphReplayMs(
         stream, reps, main_timer,
         [&] {
@@ -271,7 +285,12 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps) {
   BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
   unsigned long long host_flags[4];
   BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
-  result.bad_rows = host_flags[2] + (host_flags[0] != ~0ull);  // a non-finite index score counts as one
+  result.bad_rows = host_flags[2] + (given == nullptr && host_flags[0] != ~0ull);  // a non-finite index score: one
+  if (given == nullptr) {
+    BENCH_CHECK(cudaMemcpy(host_topk.data(), topk.get(), host_topk.size() * 4, cudaMemcpyDeviceToHost));
+  }
+  result.union4 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 4);
+  result.union8 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 8);
   result.nonfinite = host_flags[3];
   BENCH_CHECK(cudaStreamDestroy(stream));
   return result;
@@ -308,6 +327,7 @@ int main(int argc, char** argv) {
   shape.q_len = shape.decode ? 1 : n;
   shape.k_len = n;
   std::string plan_text;  // the plan keys, as MSA_GPU_PLAN spells them
+  std::string selection_name = "indexer";
   for (int i = 4; i < argc; ++i) {
     const std::string arg = argv[i];
     if (shape.decode && arg.rfind("batch=", 0) == 0 && arg != "batch=batched" && arg != "batch=per-sequence" &&
@@ -315,6 +335,8 @@ int main(int argc, char** argv) {
       shape.batch = std::atoll(arg.c_str() + 6);
     } else if (arg.rfind("q_len=", 0) == 0) {
       shape.q_len = std::atoll(arg.c_str() + 6);
+    } else if (arg.rfind("selection=", 0) == 0) {
+      selection_name = arg.substr(10);
     } else {
       plan_text += (plan_text.empty() ? "" : ",") + arg;
     }
@@ -341,7 +363,16 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const Result r = Run(shape, requested, reps);
+  const ::msa::bench::SelectionGenerator* given = nullptr;
+  if (selection_name != "indexer") {
+    given = ::msa::bench::FindSelectionGenerator(selection_name);
+    if (given == nullptr) {
+      std::fprintf(stderr, "gpu_bench: selection=%s: not a generator of bench/selections.h (or indexer)\n",
+                   selection_name.c_str());
+      return 2;
+    }
+  }
+  const Result r = Run(shape, requested, reps, given);
   const bool prefill = !shape.decode;
   const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
   // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
@@ -355,12 +386,14 @@ int main(int argc, char** argv) {
       double(shape.batch) * (double(n) * kDim * 2 + double(shape.q_len) * (kHkv + kHq) * kDim * 2) +
       keys * kHkv * kDim * 2 * 2;
   std::printf(
-      "{\"mode\": \"%s\", \"plan\": \"%s\", \"batch\": %lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
+      "{\"mode\": \"%s\", \"plan\": \"%s\", \"selection\": \"%s\", \"union4\": %.3f, \"union8\": %.3f, \"batch\": "
+      "%lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
-      mode.c_str(), r.plan.c_str(), (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps,
-      r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms,
-      index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
+      mode.c_str(), r.plan.c_str(), selection_name.c_str(), r.union4, r.union8, (long long)shape.batch,
+      (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms,
+      r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes,
+      (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }
