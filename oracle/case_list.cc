@@ -109,6 +109,10 @@ std::vector<CaseEntry> BuildList() {
       {.kind = "chunked", .hq = 16, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 12, .init_blocks = 2,
        .pooling = kMax, .lengths = {{512, 8192}}, .dtype = kF16, .seed = 108, .tags = kTagLarge},
 
+      // ---- long: the golden suite "long"; an M3 layer (64 query heads) decoding 16 queries over 2^20 keys
+      {.kind = "m3_decode_1m", .hq = 64, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
+       .lengths = {{16, 1 << 20}}, .dtype = kBF16, .seed = 111, .tags = kTagLong},
+
       // ---- dialects (SPEC section 9) ----
       // M3 dims with M3-scaled index scores: a decode batch of q_len 1, 4, 16 over thousands of keys, and a
       // prefill past five blocks.

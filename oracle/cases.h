@@ -41,6 +41,8 @@ enum CaseTag : uint32_t {
   kTagTraining = 1u << 19,      // the golden suite "training": prefill, chunked, ragged, GQA, large logits, every
                                 // pooling, local_blocks > 1, decode, an M3-dimensioned chunk
   kTagTrainingTiny = 1u << 20,  // a few dozen elements per tensor: finite differences and MPFR on every element
+  // The golden suite "long": one M3 layer decoding over a million keys (GBs of inputs: no test generates it).
+  kTagLong = 1u << 21,
 };
 
 struct TestCase {

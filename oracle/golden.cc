@@ -242,20 +242,25 @@ std::string GoldenSuiteList() {
 }
 
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases) {
-  if (suite == "dialects") {
-    *cases = DialectCases();
+  // Each suite: the cases of each tag in turn, in case-list order within each.
+  struct SuiteParts {
+    const char* name;
+    uint32_t parts[2];
+  };
+  static constexpr SuiteParts kSuites[] = {{"smoke", {kTagCanonical, 0}},   {"full", {kTagCanonical, kTagLarge}},
+                                           {"dialects", {kTagDialects, 0}}, {"training", {kTagTraining, 0}},
+                                           {"long", {kTagLong, 0}}};
+  static_assert(std::size(kSuites) == std::size(kGoldenSuiteNames));
+  for (const SuiteParts& definition : kSuites) {
+    if (suite != definition.name) continue;
+    cases->clear();
+    for (const uint32_t tag : definition.parts) {
+      if (tag == 0) continue;
+      for (TestCase& test_case : CasesTagged(tag)) cases->push_back(std::move(test_case));
+    }
     return true;
   }
-  if (suite == "training") {
-    *cases = CasesTagged(kTagTraining);
-    return true;
-  }
-  if (suite != "smoke" && suite != "full") return false;
-  *cases = CanonicalCases();
-  if (suite == "full") {
-    for (TestCase& test_case : LargeCases()) cases->push_back(std::move(test_case));
-  }
-  return true;
+  return false;
 }
 
 int GoldenVerifyResult::failed() const {

@@ -24,10 +24,11 @@ inline constexpr const char* kGoldenOutputs = "outputs.safetensors";
 
 // The cases of a suite: "smoke" = CanonicalCases() (small), "full" = smoke + LargeCases() (M3-sized as well),
 // "dialects" = DialectCases() (the cases the dialect emulations are judged on), "training" = the cases tagged
-// kTagTraining (with dout: their outputs hold the backward and the KL). False for any other name.
+// kTagTraining (with dout: their outputs hold the backward and the KL), "long" = the cases tagged kTagLong (an M3
+// layer over 2^20 keys: 2.4 GB of inputs). False for any other name.
 bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases);
-// The suites' names, in that order, and as a message lists them ("smoke, full, dialects, training").
-inline constexpr const char* kGoldenSuiteNames[] = {"smoke", "full", "dialects", "training"};
+// The suites' names, in that order, and as a message lists them ("smoke, full, dialects, training, long").
+inline constexpr const char* kGoldenSuiteNames[] = {"smoke", "full", "dialects", "training", "long"};
 std::string GoldenSuiteList();
 
 // What GenerateGolden reports after each case of its shard: `done` of `count` finished, `reused` when a previous

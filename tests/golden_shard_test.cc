@@ -110,6 +110,22 @@ TEST_F(GoldenShardTest, ShardsFromAnotherExactBackendGiveTheSameFiles) {
   ExpectSameManifest("smoke", Dir("whole"), Dir("merged"));
 }
 
+TEST(GoldenSuites, EveryNamedSuiteHasCasesAndLongIsAMillionKeys) {
+  for (const char* name : kGoldenSuiteNames) {
+    std::vector<TestCase> cases;
+    ASSERT_TRUE(GoldenSuite(name, &cases)) << name;
+    EXPECT_FALSE(cases.empty()) << name;
+  }
+  std::vector<TestCase> smoke, full, cases;
+  ASSERT_TRUE(GoldenSuite("smoke", &smoke) && GoldenSuite("full", &full) && GoldenSuite("long", &cases));
+  ASSERT_GT(full.size(), smoke.size());
+  for (size_t i = 0; i < smoke.size(); ++i) EXPECT_EQ(full[i].name, smoke[i].name);  // full = smoke, then more
+  ASSERT_EQ(cases.size(), 1u);
+  EXPECT_EQ(cases[0].spec.lengths, (std::vector<std::pair<int32_t, int32_t>>{{16, 1 << 20}}));
+  EXPECT_EQ(cases[0].spec.config.num_q_heads, 64);
+  EXPECT_FALSE(GoldenSuite("nope", &cases));
+}
+
 TEST_F(GoldenShardTest, TheWholeRunIsShardZeroOfOneAndLeavesNoRecord) {
   Generate("smoke", Dir("whole"), "");
   Generate("smoke", Dir("one"), "0/1");

@@ -99,7 +99,7 @@ def load(directory) -> list:
 
 
 def case_names(suite="smoke") -> list:
-    """The names of a suite's cases (a name of _core.golden_suites: "smoke", "full", "dialects", "training"), in
+    """The names of a suite's cases (a name of _core.golden_suites: "smoke", "full", "dialects", "training", "long"), in
     order."""
     return list(_core.golden_case_names(suite))
 
