@@ -14,7 +14,9 @@
 //   key=value: index, batch, topk, lists, attend (gpu/common/kernel_plan.h ParseKernelPlan); index=fp8 rounds the
 //   index inputs to e4m3 values first (index_format e4m3); selection=NAME times the main branch on a generator's
 //   selection (bench/selections.h: random, last, pages, overlap50, overlap90; default indexer: the pipeline's own
-//   on the random index inputs). Every run prints its selection's mean 4- and 8-query union sizes.
+//   on the index inputs); index_inputs=lowrank|clustered replaces the i.i.d. index inputs with structured ones
+//   (bench/structured_index.h), whose indexer selections are coherent. Every run prints its selection's mean 4- and
+//   8-query union sizes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -22,12 +24,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "bench/gpu_bench_checks.h"
 #include "bench/selections.h"
+#include "bench/structured_index.h"
 #include "gpu/common/device_buffer.h"
 #include "gpu/common/device_query.h"
 #include "gpu/common/kernel_plan.h"
@@ -72,6 +76,31 @@ DeviceBuffer<uint16_t> RandomBf16(int64_t n, uint64_t seed, const char* name) {
   DeviceBuffer<uint16_t> buffer = Allocate<uint16_t>(n, name);
   BENCH_CHECK(FillUniformBf16(buffer.get(), n, seed));
   return buffer;
+}
+
+// Nearest-even bf16 of a finite float.
+uint16_t ToBf16(float x) {
+  uint32_t bits;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+// Index inputs of a structured kind (bench/structured_index.h), made on the host, rounded to bf16 and uploaded.
+void UploadStructuredIndex(const std::string& kind, int64_t total_q, int64_t total_k, uint16_t* index_q,
+                           uint16_t* index_k) {
+  ::msa::bench::IndexInputShape shape;
+  shape.total_q = total_q;
+  shape.total_k = total_k;
+  shape.num_groups = kHkv;
+  shape.index_dim = kDim;
+  std::vector<float> q, k;
+  ::msa::bench::MakeStructuredIndexInputs(kind, shape, 12, &q, &k);
+  for (const auto& [values, device] : {std::pair{&q, index_q}, std::pair{&k, index_k}}) {
+    std::vector<uint16_t> bf16(values->size());
+    for (size_t i = 0; i < bf16.size(); ++i) bf16[i] = ToBf16((*values)[i]);
+    BENCH_CHECK(cudaMemcpy(device, bf16.data(), bf16.size() * 2, cudaMemcpyHostToDevice));
+  }
 }
 
 double Median(std::vector<double> v) {
@@ -152,7 +181,9 @@ struct Result {
 
 // `given`: the main branch runs on that generator's selection (uploaded once, the index branch not run); null: on
 // the pipeline's own selection of the random index inputs.
-Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::msa::bench::SelectionGenerator* given) {
+// `index_kind`: "random" (i.i.d. device-generated), or a kind of bench/structured_index.h generated on the host.
+Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::msa::bench::SelectionGenerator* given,
+           const std::string& index_kind) {
   const int64_t q_len = shape.q_len, k_len = shape.k_len, total_q = shape.batch * q_len;
   const int64_t total_k = shape.batch * k_len, pos0 = k_len - q_len, max_blocks = (k_len + kBk - 1) / kBk;
   Config config;
@@ -176,9 +207,10 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
 
   DeviceBuffer<uint16_t> index_q = RandomBf16(total_q * kHkv * kDim, 1, "index_q");  // [total_q, Hidx, Di]
   DeviceBuffer<uint16_t> index_k = RandomBf16(total_k * kDim, 2, "index_k");         // [total_k, Di]
-  DeviceBuffer<uint16_t> q = RandomBf16(total_q * kHq * kDim, 3, "q");               // [total_q, Hq, D]
-  DeviceBuffer<uint16_t> k = RandomBf16(total_k * kHkv * kDim, 4, "k");              // [total_k, Hkv, D]
-  DeviceBuffer<uint16_t> v = RandomBf16(total_k * kHkv * kDim, 5, "v");              // [total_k, Hkv, Dv]
+  if (index_kind != "random") UploadStructuredIndex(index_kind, total_q, total_k, index_q.get(), index_k.get());
+  DeviceBuffer<uint16_t> q = RandomBf16(total_q * kHq * kDim, 3, "q");   // [total_q, Hq, D]
+  DeviceBuffer<uint16_t> k = RandomBf16(total_k * kHkv * kDim, 4, "k");  // [total_k, Hkv, D]
+  DeviceBuffer<uint16_t> v = RandomBf16(total_k * kHkv * kDim, 5, "v");  // [total_k, Hkv, Dv]
   DeviceBuffer<uint8_t> index_q8, index_k8;  // index=fp8: the e4m3 values; the bf16 copies hold the same numbers
   if (plan.index == IndexKernel::kFp8) {
     BENCH_OK(index_q8.Allocate(total_q * kHkv * kDim, "index_q e4m3"));
@@ -328,6 +360,7 @@ int main(int argc, char** argv) {
   shape.k_len = n;
   std::string plan_text;  // the plan keys, as MSA_GPU_PLAN spells them
   std::string selection_name = "indexer";
+  std::string index_kind = "random";
   for (int i = 4; i < argc; ++i) {
     const std::string arg = argv[i];
     if (shape.decode && arg.rfind("batch=", 0) == 0 && arg != "batch=batched" && arg != "batch=per-sequence" &&
@@ -335,6 +368,8 @@ int main(int argc, char** argv) {
       shape.batch = std::atoll(arg.c_str() + 6);
     } else if (arg.rfind("q_len=", 0) == 0) {
       shape.q_len = std::atoll(arg.c_str() + 6);
+    } else if (arg.rfind("index_inputs=", 0) == 0) {
+      index_kind = arg.substr(13);
     } else if (arg.rfind("selection=", 0) == 0) {
       selection_name = arg.substr(10);
     } else {
@@ -372,7 +407,13 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  const Result r = Run(shape, requested, reps, given);
+  std::vector<float> no_q, no_k;
+  if (index_kind != "random" && !::msa::bench::MakeStructuredIndexInputs(index_kind, {}, 0, &no_q, &no_k)) {
+    std::fprintf(stderr, "gpu_bench: index_inputs=%s: not random or a kind of bench/structured_index.h\n",
+                 index_kind.c_str());
+    return 2;
+  }
+  const Result r = Run(shape, requested, reps, given, index_kind);
   const bool prefill = !shape.decode;
   const double keys = double(shape.batch) * SelectedKeys(shape.q_len, shape.k_len - shape.q_len);
   // Useful FLOPs (SPEC section 6): index Hkv * Di * N^2 for a causal prefill (one dot per visible (q, k) pair
@@ -386,14 +427,15 @@ int main(int argc, char** argv) {
       double(shape.batch) * (double(n) * kDim * 2 + double(shape.q_len) * (kHkv + kHq) * kDim * 2) +
       keys * kHkv * kDim * 2 * 2;
   std::printf(
-      "{\"mode\": \"%s\", \"plan\": \"%s\", \"selection\": \"%s\", \"union4\": %.3f, \"union8\": %.3f, \"batch\": "
+      "{\"mode\": \"%s\", \"plan\": \"%s\", \"index_inputs\": \"%s\", \"selection\": \"%s\", \"union4\": %.3f, "
+      "\"union8\": %.3f, \"batch\": "
       "%lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
-      mode.c_str(), r.plan.c_str(), selection_name.c_str(), r.union4, r.union8, (long long)shape.batch,
-      (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms,
-      r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes,
+      mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
+      (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
+      r.main_graph_ms, r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes,
       (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }

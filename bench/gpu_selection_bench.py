@@ -1,7 +1,8 @@
 """The main branch on honest inputs, one device run: the bf16 GEMM ceiling measured first, then bench/gpu_bench's
 prefill at each length with the main branch on each selection of bench/selections.h (random: the lower bound;
 overlap50, overlap90; last: MiniMax's "last 16 blocks"; pages: MiniMax's shared pages, the upper bound) and on the
-pipeline's own selection of random index inputs (indexer). Each row prints the selection's mean union of 4 and 8
+pipeline's own selection (indexer) of i.i.d. and of structured index inputs (bench/structured_index.h: lowrank,
+clustered). Each row prints the selection's mean union of 4 and 8
 consecutive queries' rows, the main branch's median time, and its useful FLOPs (4 Hq D sum |S_t|, SPEC section 6)
 as a share of the GEMM ceiling. gpu_bench checks every row of the selection and that no output stays poisoned.
 
@@ -17,7 +18,10 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gpu_bench import ceilings, ints, ours  # noqa: E402  (the same ceilings and driver call as the main benchmark)
 
-SELECTIONS = ["indexer", "random", "overlap50", "overlap90", "last", "pages"]
+# (selection, index inputs): the generators of bench/selections.h, and the indexer's own selection on i.i.d. and on
+# structured index inputs (bench/structured_index.h).
+SELECTIONS = [("indexer", "random"), ("indexer", "lowrank"), ("indexer", "clustered"), ("random", "random"),
+              ("overlap50", "random"), ("overlap90", "random"), ("last", "random"), ("pages", "random")]
 
 
 def main():
@@ -34,16 +38,18 @@ def main():
     plan = [key for key in args.plan.split(",") if key]
     rows = []
     for n in ints(args.prefill):
-        for selection in SELECTIONS:
-            r = ours(args.bin, "prefill", n, args.reps, f"selection={selection}", *plan)
+        for selection, index_inputs in SELECTIONS:
+            name = selection if selection != "indexer" else f"indexer on {index_inputs} index inputs"
+            r = ours(args.bin, "prefill", n, args.reps, f"selection={selection}", f"index_inputs={index_inputs}", *plan)
             if "error" in r:
-                rows.append(dict(n=n, selection=selection, error=r["error"]))
-                print(f"{n} {selection}: {r['error']}", flush=True)
+                rows.append(dict(n=n, selection=name, error=r["error"]))
+                print(f"{n} {name}: {r['error']}", flush=True)
                 continue
             r["n"] = n
+            r["selection"] = name
             r["main_share_of_gemm"] = r["main_flops"] / (r["main_ms"] * 1e-3) / (ceiling["gemm_bf16_tflops"] * 1e12)
             rows.append(r)
-            print(f"{n} {selection}: union4 {r['union4']:.1f} main {r['main_ms']:.2f} ms "
+            print(f"{n} {name}: union4 {r['union4']:.1f} main {r['main_ms']:.2f} ms "
                   f"{100 * r['main_share_of_gemm']:.1f}% of GEMM, checks {r['checks_passed']}", flush=True)
     date = datetime.date.today().isoformat()
     result = dict(date=date, commit=args.commit, ceilings=ceiling, rows=rows)

@@ -7,10 +7,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "bench/selections.h"
+#include "bench/structured_index.h"
+#include "oracle/problem.h"
 #include "oracle/selection_contract.h"
 
 namespace msa::bench {
@@ -111,6 +114,58 @@ TEST(BenchSelections, SameSeedSameSelectionOtherSeedAnother) {
     EXPECT_NE(Make(generator, shape, 3), Make(generator, shape, 4)) << name;
   }
   EXPECT_EQ(FindSelectionGenerator("nope"), nullptr);
+}
+
+// The indexer's own selection on a 4096-token causal prefill (Bk 32, top_k 8, 2 groups, Di 32), with the problem's
+// i.i.d. index inputs or a structured kind in their place.
+std::vector<int32_t> IndexerSelection(const std::string& kind, SelectionShape* shape) {
+  ProblemSpec spec;
+  spec.config.num_q_heads = 4;
+  spec.config.num_kv_heads = 2;
+  spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 32;
+  spec.config.block_size = 32;
+  spec.config.top_k = 8;
+  spec.lengths = {{4096, 4096}};
+  spec.dtype = DType::kF32;
+  spec.seed = 5;
+  Problem problem = GenerateProblem(spec);
+  if (kind != "iid") {
+    IndexInputShape index_shape;
+    index_shape.total_q = index_shape.total_k = 4096;
+    index_shape.num_groups = 2;
+    index_shape.index_dim = 32;
+    std::vector<float> index_q, index_k;
+    EXPECT_TRUE(MakeStructuredIndexInputs(kind, index_shape, 9, &index_q, &index_k));
+    EXPECT_EQ(problem.index_q.bytes.size(), index_q.size() * 4);
+    EXPECT_EQ(problem.index_k.bytes.size(), index_k.size() * 4);
+    std::memcpy(problem.index_q.bytes.data(), index_q.data(), problem.index_q.bytes.size());
+    std::memcpy(problem.index_k.bytes.data(), index_k.data(), problem.index_k.bytes.size());
+  }
+  Config exact = problem.config;
+  exact.precision = Precision::kExact;
+  Outputs outputs;
+  outputs.Allocate(problem);
+  const Status status = Select(*FastestBackend(exact), exact, problem.index_inputs(), outputs.selection_outputs());
+  EXPECT_TRUE(status.ok()) << status.message();
+  *shape = SelectionShape{2, 8, 32, 0, 1, 1, 4096, 0};
+  return outputs.topk_indices;
+}
+
+TEST(BenchSelections, StructuredIndexInputsMakeTheIndexerCoherent) {
+  SelectionShape shape;
+  const double iid = MeanUnionSize(shape, IndexerSelection("iid", &shape), 4);
+  for (const char* kind : kStructuredIndexKinds) {
+    const std::vector<int32_t> topk = IndexerSelection(kind, &shape);
+    const double structured = MeanUnionSize(shape, topk, 4);
+    std::printf(
+        "indexer on %-9s index inputs: mean union of 4 queries %.2f (i.i.d. inputs %.2f), adjacent overlap "
+        "%.3f\n",
+        kind, structured, iid, MeanAdjacentOverlap(shape, topk));
+    EXPECT_LT(structured, 0.75 * iid) << kind;
+    EXPECT_GT(MeanAdjacentOverlap(shape, topk), 0.5) << kind;
+  }
+  std::vector<float> q, k;
+  EXPECT_FALSE(MakeStructuredIndexInputs("nope", IndexInputShape{}, 1, &q, &k));
 }
 
 }  // namespace
