@@ -247,8 +247,10 @@ bool GoldenSuite(std::string_view suite, std::vector<TestCase>* cases) {
     const char* name;
     uint32_t parts[2];
   };
-  static constexpr SuiteParts kSuites[] = {{"smoke", {kTagCanonical, 0}},   {"full", {kTagCanonical, kTagLarge}},
-                                           {"dialects", {kTagDialects, 0}}, {"training", {kTagTraining, 0}},
+  static constexpr SuiteParts kSuites[] = {{"smoke", {kTagCanonical, 0}},
+                                           {"full", {kTagCanonical, kTagLarge}},
+                                           {"dialects", {kTagDialects, 0}},
+                                           {"training", {kTagTraining, 0}},
                                            {"long", {kTagLong, 0}}};
   static_assert(std::size(kSuites) == std::size(kGoldenSuiteNames));
   for (const SuiteParts& definition : kSuites) {

@@ -423,6 +423,15 @@ TEST_F(RecallCli, ShardsMergeToTheUnshardedRunsFiles) {
     EXPECT_NE(result.err.find(refusal.says), std::string::npos) << result.err;
     EXPECT_FALSE(fs::exists(out)) << refusal.says;
   }
+  // A shard of another msa version.
+  const std::string json = ReadText(dir_ / "s1" / "recall.json");
+  auto edited = nlohmann::ordered_json::parse(json);
+  edited["shard"]["msa_version"] = "0.0.1";
+  std::ofstream(dir_ / "s1" / "recall.json", std::ios::trunc) << edited.dump(1);
+  const CliResult version = RunMsa({"recall", "merge", "--out-dir", out, s0, s1, s2});
+  EXPECT_EQ(version.code, 2);
+  EXPECT_NE(version.err.find("shards of different msa versions"), std::string::npos) << version.err;
+  std::ofstream(dir_ / "s1" / "recall.json", std::ios::trunc) << json;
   // A CSV cut short.
   const std::string csv = ReadText(dir_ / "s1" / "recall.csv");
   std::ofstream(dir_ / "s1" / "recall.csv", std::ios::trunc) << csv.substr(0, csv.rfind('\n', csv.size() - 2) + 1);
