@@ -3,27 +3,13 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include "bench/splitmix.h"
 #include "msa/forced_blocks.h"
 
 namespace msa::bench {
 namespace {
 
-// SplitMix64: the same numbers on every compiler (the standard distributions are not).
-class Random {
- public:
-  explicit Random(uint64_t seed) : state_(seed) {}
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  int64_t Below(int64_t n) { return int64_t(Next() % uint64_t(n)); }  // bias < n / 2^64
-  double Uniform() { return double(Next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
+using Random = SplitMix64;
 
 ForcedBlocks ForcedOf(const SelectionShape& shape, int64_t t) {
   const int64_t pos = shape.pos0 + t % shape.q_len;

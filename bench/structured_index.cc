@@ -3,36 +3,19 @@
 #include <cmath>
 #include <iterator>
 
+#include "bench/splitmix.h"
+
 namespace msa::bench {
 namespace {
-
-// SplitMix64 and Box-Muller: the same numbers on every compiler.
-class Normal {
- public:
-  explicit Normal(uint64_t seed) : state_(seed) {}
-  float operator()() {
-    const double u1 = (double(Next() >> 11) + 0.5) * 0x1.0p-53, u2 = double(Next() >> 11) * 0x1.0p-53;
-    return float(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
-  }
-
- private:
-  uint64_t Next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  uint64_t state_;
-};
 
 constexpr int kRank = 8, kTopics = 32;
 
 // `count` unit vectors of `dim` values.
-std::vector<float> Directions(int count, int64_t dim, Normal* normal) {
+std::vector<float> Directions(int count, int64_t dim, SplitMix64* normal) {
   std::vector<float> directions(size_t(count * dim));
   for (int c = 0; c < count; ++c) {
     double norm = 0;
-    for (int64_t d = 0; d < dim; ++d) norm += std::pow(directions[c * dim + d] = (*normal)(), 2);
+    for (int64_t d = 0; d < dim; ++d) norm += std::pow(directions[c * dim + d] = normal->Normal(), 2);
     for (int64_t d = 0; d < dim; ++d) directions[c * dim + d] = float(directions[c * dim + d] / std::sqrt(norm));
   }
   return directions;
@@ -40,20 +23,20 @@ std::vector<float> Directions(int count, int64_t dim, Normal* normal) {
 
 // row = scale * sum_j coefficient[j] * basis[j] + noise * N(0, 1/dim) per value.
 void Combine(const std::vector<float>& basis, const float* coefficients, int count, float scale, float noise,
-             int64_t dim, Normal* normal, float* row) {
+             int64_t dim, SplitMix64* normal, float* row) {
   for (int64_t d = 0; d < dim; ++d) {
     float value = 0;
     for (int j = 0; j < count; ++j) value += coefficients[j] * basis[j * dim + d];
-    row[d] = scale * value + noise * (*normal)() / std::sqrt(float(dim));
+    row[d] = scale * value + noise * normal->Normal() / std::sqrt(float(dim));
   }
 }
 
 // An AR(1) step of unit stationary variance: x <- rho x + sqrt(1 - rho^2) N(0, 1).
-void Drift(float rho, int count, Normal* normal, float* x) {
-  for (int j = 0; j < count; ++j) x[j] = rho * x[j] + std::sqrt(1 - rho * rho) * (*normal)();
+void Drift(float rho, int count, SplitMix64* normal, float* x) {
+  for (int j = 0; j < count; ++j) x[j] = rho * x[j] + std::sqrt(1 - rho * rho) * normal->Normal();
 }
 
-void LowRank(const IndexInputShape& s, uint64_t, Normal* normal, std::vector<float>* index_q,
+void LowRank(const IndexInputShape& s, uint64_t, SplitMix64* normal, std::vector<float>* index_q,
              std::vector<float>* index_k) {
   const std::vector<float> basis = Directions(kRank, s.index_dim, normal);
   std::vector<float> key(kRank, 0.f);
@@ -74,7 +57,7 @@ void LowRank(const IndexInputShape& s, uint64_t, Normal* normal, std::vector<flo
 }
 
 // One-hot coefficients on a topic's direction.
-void Clustered(const IndexInputShape& s, uint64_t seed, Normal* normal, std::vector<float>* index_q,
+void Clustered(const IndexInputShape& s, uint64_t seed, SplitMix64* normal, std::vector<float>* index_q,
                std::vector<float>* index_k) {
   const std::vector<float> topics = Directions(kTopics, s.index_dim, normal);
   std::vector<float> one_hot(kTopics, 0.f);
@@ -106,7 +89,7 @@ void Clustered(const IndexInputShape& s, uint64_t seed, Normal* normal, std::vec
 
 bool MakeStructuredIndexInputs(const std::string& kind, const IndexInputShape& shape, uint64_t seed,
                                std::vector<float>* index_q, std::vector<float>* index_k) {
-  using Maker = void (*)(const IndexInputShape&, uint64_t, Normal*, std::vector<float>*, std::vector<float>*);
+  using Maker = void (*)(const IndexInputShape&, uint64_t, SplitMix64*, std::vector<float>*, std::vector<float>*);
   static constexpr struct {
     const char* name;
     Maker make;
@@ -116,7 +99,7 @@ bool MakeStructuredIndexInputs(const std::string& kind, const IndexInputShape& s
     if (kind != maker.name) continue;
     index_q->assign(size_t(shape.total_q * shape.num_groups * shape.index_dim), 0.f);
     index_k->assign(size_t(shape.total_k * shape.index_dim), 0.f);
-    Normal normal(seed);
+    SplitMix64 normal(seed);
     maker.make(shape, seed, &normal, index_q, index_k);
     return true;
   }
