@@ -2,7 +2,9 @@
 // safetensors files (SPEC section 7), and a MANIFEST.json with every case's config, lengths, dtype, seed and
 // the SHA-256 of every file. Other implementations read the files; `msa golden verify` recomputes them.
 //
-// Layout: D/MANIFEST.json, D/<case name>/inputs.safetensors, D/<case name>/outputs.safetensors.
+// Layout: D/MANIFEST.json, D/<case name>/inputs.safetensors, D/<case name>/outputs.safetensors; a shard's run
+// (GenerateGolden with a shard I/N) writes D/SHARD-<I>-of-<N>.json instead of the manifest, and MergeGolden joins
+// the shards into the manifest one run writes (oracle/golden_files.h has both formats).
 #ifndef MSA_ORACLE_GOLDEN_H_
 #define MSA_ORACLE_GOLDEN_H_
 
