@@ -22,7 +22,11 @@ import subprocess
 import sys
 import time
 
-import ray
+try:
+    import ray
+except ImportError as error:  # an optional dependency: say how to get it
+    raise ImportError("msa_oracle.distributed needs Ray: pip install 'msa-oracle[distributed]' (or ray>=2.60)") \
+        from error
 
 from . import _core, golden, judge
 
