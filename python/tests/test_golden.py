@@ -101,5 +101,6 @@ def test_the_cache_is_generated_once_per_version(tmp_path, monkeypatch):
 
 
 def test_an_unknown_suite():
-    with pytest.raises(ValueError, match=r'^suite="huge": unknown suite \(known: smoke, full, dialects, training\)'):
+    known = r"smoke, full, dialects, training, long"
+    with pytest.raises(ValueError, match=rf'^suite="huge": unknown suite \(known: {known}\)'):
         mo.golden.case_names("huge")
