@@ -268,6 +268,11 @@ def main():
           f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), fp8 e4m3 GEMM "
           f"{f(gemm_fp8, '.0f')} TFLOP/s (8192^3 torch._scaled_mm, unit scales), device copy "
           f"{copy / 1000:.2f} TB/s (2 GiB, read + written).", "",
+          "Selections: the pipeline's own (index branch + top-k) on i.i.d. random index inputs, nearly random "
+          "selections (the worst case for sharing; bench/gpu_selection_bench.py times the main branch on the other "
+          "generators of bench/selections.h). Mean distinct blocks of 4 consecutive queries' rows per N: "
+          + ", ".join(f"{r['n']}: {r['ours']['union4']:.1f}" for r in prefill if "union4" in r.get("ours", {}))
+          + ".", "",
           "## Prefill (one causal sequence of N tokens)", "",
           "| N | SDPA ms | Flex ms | index kernel | ours index ms | index TFLOP/s (% GEMM) | index ms (mma.sync) "
           "| top-k ms | top-k ms (warp per row) | main kernel | main ms | main TFLOP/s (% GEMM) | main ms (KV-outer mma.sync) | main ms (Q-outer) "
