@@ -10,6 +10,9 @@ CLANG ?= clang++-14
 # make sanitize: the unit tests under ASan + UBSan (clang, RelWithDebInfo), UBSan fatal.
 SANITIZE_FLAGS = -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 SANITIZE_LABELS ?= unit|reference|property|golden|fuzz
+# Left out of those: package_consumer (an outside project without the sanitizer flags) and the full golden suite's
+# shard identity (M3-sized cases: minutes under ASan; the normal build runs it).
+SANITIZE_EXCLUDE ?= ^package_consumer$$|^GoldenShardTest\.ThreeShardsOfFullMergeToTheWholeRunsManifest$$
 # The simd backend's small cases on every compiled Highway target (EMU128 included, where a vector may read past
 # a row's end): the simd label's large cases would take too long under ASan.
 SANITIZE_SIMD_TESTS ?= ^Canonical/Fp32OnEveryTarget|^Fp32Rank|^Fp32Range|^EveryCompiledTarget/SimdTarget\.(Canonical|NonFinite|Overflowing)
@@ -46,15 +49,14 @@ reproducibility-clang: deps
 	cmake --build $(BUILD)-clang -j $(JOBS) --target reproducibility_test
 	cd $(BUILD)-clang && ctest --output-on-failure -j $(JOBS) -L golden
 
-# The tests of SANITIZE_LABELS (fuzz: the corpus replays) built with clang++ under ASan + UBSan. package_consumer
-# is left out: it builds an outside project that does not carry the sanitizer flags.
+# The tests of SANITIZE_LABELS (fuzz: the corpus replays) but SANITIZE_EXCLUDE, built with clang++ under ASan + UBSan.
 sanitize: deps
 	@test -f $(BUILD)-asan/build.ninja || \
 	  cmake -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache $(PYTHON_FLAGS) $(CMAKE_FLAGS) \
 	    $(SANITIZE_CMAKE_FLAGS) -DCMAKE_CXX_COMPILER=$(CLANG) "-DCMAKE_CXX_FLAGS=$(SANITIZE_FLAGS)" -S . -B $(BUILD)-asan
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp ctest --output-on-failure -j $(JOBS) -L "$(SANITIZE_LABELS)" -E '^package_consumer$$'
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp ctest --output-on-failure -j $(JOBS) -L "$(SANITIZE_LABELS)" -E '$(SANITIZE_EXCLUDE)'
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  LSAN_OPTIONS=suppressions=$(CURDIR)/fuzz/lsan.supp ctest --output-on-failure -j $(JOBS) -R "$(SANITIZE_SIMD_TESTS)"
 
