@@ -3,13 +3,11 @@
 #include <algorithm>
 #include <unordered_set>
 
-#include "bench/splitmix.h"
 #include "msa/forced_blocks.h"
+#include "oracle/random.h"
 
 namespace msa::bench {
 namespace {
-
-using Random = SplitMix64;
 
 ForcedBlocks ForcedOf(const SelectionShape& shape, int64_t t) {
   const int64_t pos = shape.pos0 + t % shape.q_len;
@@ -31,7 +29,7 @@ int32_t* Row(const SelectionShape& shape, std::vector<int32_t>* topk, int64_t gr
 
 // `take` distinct candidates from [f.init_end, f.local_begin) not in `exclude`, uniformly (rejection: take is at
 // most top_k, far below the range in every benchmark shape; a dense range falls back to a shuffle).
-void DrawCandidates(const ForcedBlocks& f, int64_t take, std::unordered_set<int64_t>* exclude, Random* random,
+void DrawCandidates(const ForcedBlocks& f, int64_t take, std::unordered_set<int64_t>* exclude, RandomStream* random,
                     std::vector<int64_t>* out) {
   const int64_t range = f.candidates();
   if (take <= 0) return;
@@ -56,7 +54,7 @@ void DrawCandidates(const ForcedBlocks& f, int64_t take, std::unordered_set<int6
 }
 
 void MakeRandom(const SelectionShape& shape, double, uint64_t seed, std::vector<int32_t>* topk) {
-  Random random(seed);
+  RandomStream random(seed, 0);
   for (int64_t r = 0; r < shape.num_groups; ++r) {
     for (int64_t t = 0; t < shape.total_q(); ++t) {
       const ForcedBlocks f = ForcedOf(shape, t);
@@ -97,7 +95,7 @@ void MakePages(const SelectionShape& shape, double, uint64_t, std::vector<int32_
 
 // Each candidate of the query before (still a candidate here) stays with probability `keep`; the rest is drawn.
 void MakeOverlap(const SelectionShape& shape, double keep, uint64_t seed, std::vector<int32_t>* topk) {
-  Random random(seed);
+  RandomStream random(seed, 0);
   for (int64_t r = 0; r < shape.num_groups; ++r) {
     std::vector<int64_t> previous;
     for (int64_t t = 0; t < shape.total_q(); ++t) {

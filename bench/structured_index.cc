@@ -3,7 +3,7 @@
 #include <cmath>
 #include <iterator>
 
-#include "bench/splitmix.h"
+#include "oracle/random.h"
 
 namespace msa::bench {
 namespace {
@@ -11,11 +11,11 @@ namespace {
 constexpr int kRank = 8, kTopics = 32;
 
 // `count` unit vectors of `dim` values.
-std::vector<float> Directions(int count, int64_t dim, SplitMix64* normal) {
+std::vector<float> Directions(int count, int64_t dim, RandomStream* normal) {
   std::vector<float> directions(size_t(count * dim));
   for (int c = 0; c < count; ++c) {
     double norm = 0;
-    for (int64_t d = 0; d < dim; ++d) norm += std::pow(directions[c * dim + d] = normal->Normal(), 2);
+    for (int64_t d = 0; d < dim; ++d) norm += std::pow(directions[c * dim + d] = float(normal->Normal()), 2);
     for (int64_t d = 0; d < dim; ++d) directions[c * dim + d] = float(directions[c * dim + d] / std::sqrt(norm));
   }
   return directions;
@@ -23,20 +23,20 @@ std::vector<float> Directions(int count, int64_t dim, SplitMix64* normal) {
 
 // row = scale * sum_j coefficient[j] * basis[j] + noise * N(0, 1/dim) per value.
 void Combine(const std::vector<float>& basis, const float* coefficients, int count, float scale, float noise,
-             int64_t dim, SplitMix64* normal, float* row) {
+             int64_t dim, RandomStream* normal, float* row) {
   for (int64_t d = 0; d < dim; ++d) {
     float value = 0;
     for (int j = 0; j < count; ++j) value += coefficients[j] * basis[j * dim + d];
-    row[d] = scale * value + noise * normal->Normal() / std::sqrt(float(dim));
+    row[d] = scale * value + noise * float(normal->Normal()) / std::sqrt(float(dim));
   }
 }
 
 // An AR(1) step of unit stationary variance: x <- rho x + sqrt(1 - rho^2) N(0, 1).
-void Drift(float rho, int count, SplitMix64* normal, float* x) {
-  for (int j = 0; j < count; ++j) x[j] = rho * x[j] + std::sqrt(1 - rho * rho) * normal->Normal();
+void Drift(float rho, int count, RandomStream* normal, float* x) {
+  for (int j = 0; j < count; ++j) x[j] = rho * x[j] + std::sqrt(1 - rho * rho) * float(normal->Normal());
 }
 
-void LowRank(const IndexInputShape& s, uint64_t, SplitMix64* normal, std::vector<float>* index_q,
+void LowRank(const IndexInputShape& s, uint64_t, RandomStream* normal, std::vector<float>* index_q,
              std::vector<float>* index_k) {
   const std::vector<float> basis = Directions(kRank, s.index_dim, normal);
   std::vector<float> key(kRank, 0.f);
@@ -57,15 +57,12 @@ void LowRank(const IndexInputShape& s, uint64_t, SplitMix64* normal, std::vector
 }
 
 // One-hot coefficients on a topic's direction.
-void Clustered(const IndexInputShape& s, uint64_t seed, SplitMix64* normal, std::vector<float>* index_q,
+void Clustered(const IndexInputShape& s, uint64_t seed, RandomStream* normal, std::vector<float>* index_q,
                std::vector<float>* index_k) {
   const std::vector<float> topics = Directions(kTopics, s.index_dim, normal);
   std::vector<float> one_hot(kTopics, 0.f);
-  uint64_t pick = seed;
-  const auto next_topic = [&pick] {
-    pick = pick * 6364136223846793005ull + 1442695040888963407ull;
-    return int((pick >> 33) % kTopics);
-  };
+  RandomStream picks(seed, 1);
+  const auto next_topic = [&picks] { return int(picks.Below(kTopics)); };
   int topic = next_topic();
   for (int64_t t = 0; t < s.total_k; ++t) {
     if (t % s.key_run == 0) topic = next_topic();
@@ -89,7 +86,7 @@ void Clustered(const IndexInputShape& s, uint64_t seed, SplitMix64* normal, std:
 
 bool MakeStructuredIndexInputs(const std::string& kind, const IndexInputShape& shape, uint64_t seed,
                                std::vector<float>* index_q, std::vector<float>* index_k) {
-  using Maker = void (*)(const IndexInputShape&, uint64_t, SplitMix64*, std::vector<float>*, std::vector<float>*);
+  using Maker = void (*)(const IndexInputShape&, uint64_t, RandomStream*, std::vector<float>*, std::vector<float>*);
   static constexpr struct {
     const char* name;
     Maker make;
@@ -99,7 +96,7 @@ bool MakeStructuredIndexInputs(const std::string& kind, const IndexInputShape& s
     if (kind != maker.name) continue;
     index_q->assign(size_t(shape.total_q * shape.num_groups * shape.index_dim), 0.f);
     index_k->assign(size_t(shape.total_k * shape.index_dim), 0.f);
-    SplitMix64 normal(seed);
+    RandomStream normal(seed, 0);
     maker.make(shape, seed, &normal, index_q, index_k);
     return true;
   }
