@@ -8,6 +8,7 @@
 
 #include "gpu/common/fp16_score.cuh"
 #include "gpu/common/mma.cuh"
+#include "gpu/common/online_max_sum.cuh"
 #include "gpu/kernels.h"
 #include "gpu/topk/sorted_selection.cuh"
 
@@ -16,6 +17,8 @@ namespace {
 
 using mma::FromFloat;
 using mma::kFullMask;
+using mma::OnlineMaxSumTile;
+using mma::OnlineSumRows;
 using mma::Pack;
 using mma::ToFloat;
 
@@ -362,37 +365,9 @@ __global__ void __launch_bounds__(32)
     load_tile(j0, cnt, false);
     float s[2][4];
     scores(cnt, s);
-    float tmax_a = -INFINITY, tmax_b = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-      tmax_a = fmaxf(tmax_a, fmaxf(s[nt][0], s[nt][1]));
-      tmax_b = fmaxf(tmax_b, fmaxf(s[nt][2], s[nt][3]));
-    }
-#pragma unroll
-    for (int offset2 = 1; offset2 < 4; offset2 *= 2) {
-      tmax_a = fmaxf(tmax_a, __shfl_xor_sync(kFullMask, tmax_a, offset2));
-      tmax_b = fmaxf(tmax_b, __shfl_xor_sync(kFullMask, tmax_b, offset2));
-    }
-    const float new_a = fmaxf(m_a, tmax_a), new_b = fmaxf(m_b, tmax_b);
-    float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        sum_a += s[nt][e] == -INFINITY ? 0.0f : expf(s[nt][e] - new_a);
-        sum_b += s[nt][2 + e] == -INFINITY ? 0.0f : expf(s[nt][2 + e] - new_b);
-      }
-    }
-    l_a = (m_a == -INFINITY ? 0.0f : l_a * expf(m_a - new_a)) + sum_a;
-    l_b = (m_b == -INFINITY ? 0.0f : l_b * expf(m_b - new_b)) + sum_b;
-    m_a = new_a;
-    m_b = new_b;
+    OnlineMaxSumTile(s, m_a, l_a, m_b, l_b);
   }
-#pragma unroll
-  for (int offset2 = 1; offset2 < 4; offset2 *= 2) {  // the 4 threads of a row hold the same m
-    l_a += __shfl_xor_sync(kFullMask, l_a, offset2);
-    l_b += __shfl_xor_sync(kFullMask, l_b, offset2);
-  }
+  OnlineSumRows(l_a, l_b);
 
   // Pass 2: P = exp(s - m) / l in the storage format (the yardstick's weights), O += P V in fp32.
   float o[kDvTiles][4];

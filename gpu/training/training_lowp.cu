@@ -14,6 +14,7 @@
 
 #include "gpu/common/geometry.h"
 #include "gpu/common/mma.cuh"
+#include "gpu/common/online_max_sum.cuh"
 #include "gpu/topk/sorted_selection.cuh"
 #include "gpu/training/gathered_keys.cuh"
 #include "gpu/training/training_kernels.h"
@@ -23,6 +24,8 @@ namespace {
 
 using mma::FromFloat;
 using mma::kFullMask;
+using mma::OnlineMaxSumTile;
+using mma::OnlineSumRows;
 using mma::Pack;
 using mma::ToFloat;
 
@@ -214,33 +217,9 @@ __global__ void __launch_bounds__(32)
     load_keys(j0, cnt, false, false);
     float s[2][4];
     scores(cnt, s);
-    float tmax_a = fmaxf(fmaxf(s[0][0], s[0][1]), fmaxf(s[1][0], s[1][1]));
-    float tmax_b = fmaxf(fmaxf(s[0][2], s[0][3]), fmaxf(s[1][2], s[1][3]));
-#pragma unroll
-    for (int offset = 1; offset < 4; offset *= 2) {
-      tmax_a = fmaxf(tmax_a, __shfl_xor_sync(kFullMask, tmax_a, offset));
-      tmax_b = fmaxf(tmax_b, __shfl_xor_sync(kFullMask, tmax_b, offset));
-    }
-    const float new_a = fmaxf(m_a, tmax_a), new_b = fmaxf(m_b, tmax_b);
-    float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-    for (int nt = 0; nt < 2; ++nt) {
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        sum_a += s[nt][e] == -INFINITY ? 0.0f : expf(s[nt][e] - new_a);
-        sum_b += s[nt][2 + e] == -INFINITY ? 0.0f : expf(s[nt][2 + e] - new_b);
-      }
-    }
-    l_a = (m_a == -INFINITY ? 0.0f : l_a * expf(m_a - new_a)) + sum_a;
-    l_b = (m_b == -INFINITY ? 0.0f : l_b * expf(m_b - new_b)) + sum_b;
-    m_a = new_a;
-    m_b = new_b;
+    OnlineMaxSumTile(s, m_a, l_a, m_b, l_b);
   }
-#pragma unroll
-  for (int offset = 1; offset < 4; offset *= 2) {
-    l_a += __shfl_xor_sync(kFullMask, l_a, offset);
-    l_b += __shfl_xor_sync(kFullMask, l_b, offset);
-  }
+  OnlineSumRows(l_a, l_b);
   const auto probability = [&](float s, bool row_b) {
     return s == -INFINITY ? 0.0f : row_b ? expf(s - m_b) / l_b : expf(s - m_a) / l_a;
   };
