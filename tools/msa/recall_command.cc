@@ -244,16 +244,12 @@ int RecallCommand(const RecallOptions& options, const CliStreams& streams) {
 
   std::string backends;
   for (const Backend* backend : sweep.backends) backends += (backends.empty() ? "" : ", ") + std::string(backend->name);
-  std::vector<RecallSetup> setups;  // this shard's
-  const std::vector<RecallSetup> all_setups = ExpandSweep(sweep);
-  for (size_t p = 0; p < all_setups.size(); ++p) {
-    if (sweep.shard.Holds(int64_t(p))) setups.push_back(all_setups[p]);
-  }
+  const std::vector<RecallSetup> setups = ShardSetups(sweep);
   // Flushed at once, so that a run stopped early (a timeout, a pipe) still shows what it was running.
   streams.out << "msa recall: " << setups.size() << " setups"
               << (sweep.shard.whole()
                       ? ""
-                      : " (shard " + sweep.shard.ToString() + " of " + std::to_string(all_setups.size()) + ")")
+                      : " (shard " + sweep.shard.ToString() + " of " + std::to_string(ExpandSweep(sweep).size()) + ")")
               << " x backends " << backends << " (reference exact, others " << PrecisionName(sweep.precision) << ")\n  "
               << CanonicalCommand(options) << "\n"
               << std::flush;

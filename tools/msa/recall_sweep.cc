@@ -61,13 +61,18 @@ std::vector<RecallSetup> ExpandSweep(const RecallSweep& sweep) {
   return setups;
 }
 
-Status RunRecallSweep(const RecallSweep& sweep, const std::function<void(int64_t, int64_t)>& progress,
-                      std::vector<RecallPoint>* points) {
+std::vector<RecallSetup> ShardSetups(const RecallSweep& sweep) {
   std::vector<RecallSetup> setups;
   const std::vector<RecallSetup> all = ExpandSweep(sweep);
   for (size_t p = 0; p < all.size(); ++p) {
     if (sweep.shard.Holds(int64_t(p))) setups.push_back(all[p]);
   }
+  return setups;
+}
+
+Status RunRecallSweep(const RecallSweep& sweep, const std::function<void(int64_t, int64_t)>& progress,
+                      std::vector<RecallPoint>* points) {
+  const std::vector<RecallSetup> setups = ShardSetups(sweep);
   const int64_t total = int64_t(setups.size() * sweep.backends.size());
   points->clear();
   Problem noise;

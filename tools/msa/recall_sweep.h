@@ -43,6 +43,9 @@ struct RecallPoint {
 // The setups of the sweep, in the order they run (context, block size, distance, strength, top_k, pooling).
 std::vector<RecallSetup> ExpandSweep(const RecallSweep& sweep);
 
+// The setups of the sweep's shard (all of them for 0/1), in ExpandSweep order.
+std::vector<RecallSetup> ShardSetups(const RecallSweep& sweep);
+
 // Runs every setup of the sweep's shard with every backend, judging each non-reference backend's selection against
 // the exact reference's on the same inputs. `progress(done, total)` after each (setup, backend); points come out
 // in ExpandSweep order, backends in sweep order. Errors: a backend that fails to run (Status). Each setup's inputs
