@@ -13,6 +13,7 @@
 
 #include "gpu/common/geometry.h"
 #include "gpu/common/kernel_fits.h"
+#include "gpu/common/union_route.h"
 
 namespace msa::gpu {
 
@@ -178,6 +179,7 @@ struct KvOuterPlan {
   int qpc = 0;  // queries per tile: 64 / group size
   int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
   size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
+  size_t union_route = 0;  // RoutedAttend's route, [UnionTileCount(g)] bytes
   size_t scan_temp_bytes = 0, bytes = 0;
   bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
   int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)
@@ -199,6 +201,31 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
+
+// Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
+// consecutive queries x one group, UnionTileCount(g) tiles, tile = run * Hkv + group) walks the ascending union of
+// its rows' selected blocks once, each row masked to its own blocks, online softmax in fp32 with P in the storage
+// format; out and lse written directly. Scores rounded as KvOuterAttend rounds them. A row's bits depend on its own
+// selection only. route (nullable, [UnionTileCount(g)]): tiles with route[tile] == 0 are left to path K (their
+// rows untouched). Needs UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued).
+cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                            const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                            const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
+                            cudaStream_t stream = nullptr);
+// The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
+// selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
+// (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.
+// route: [UnionTileCount(g)] bytes. Needs UnionTileFits' group and top_k bounds.
+cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g,
+                            const UnionTileRouting& routing, uint8_t* route, cudaStream_t stream = nullptr);
+// Both paths (gpu/attend/union_route.cu, sm_90a only): RouteUnionTiles into the workspace's route (plan from
+// PlanKvOuter), UnionTileAttend on the tiles routed to U, KvOuterAttendWgmma's lists, tiles and merge on the rest
+// (general lists). Each row gets the bits of the path its tile took. Needs KvOuterWgmmaFits(g) and UnionTileFits(g);
+// returns cudaErrorNotSupported otherwise (nothing enqueued).
+cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                         const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                         const AttendGeometry& g, float scale, const KvOuterPlan& plan, const UnionTileRouting& routing,
+                         void* workspace, double* out, double* lse, cudaStream_t stream = nullptr);
 
 }  // namespace msa::gpu
 

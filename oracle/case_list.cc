@@ -380,6 +380,10 @@ std::vector<CaseEntry> BuildList() {
        .tags = kTagGpuPlans},
       {.kind = "plan_wide_top_k", .hq = 8, .hkv = 4, .dim = 64, .block_size = 256, .top_k = 40, .pooling = kMax,
        .lengths = {{40, 9000}}, .dtype = kBF16, .seed = 508, .tags = kTagGpuPlans},
+      // M3's group of 16 heads (8 queries a union tile) over enough blocks that some tiles' unions pass the route
+      // threshold and others do not; the second sequence starts inside a tile.
+      {.kind = "plan_union_tiles", .hq = 16, .hkv = 1, .dim = 64, .block_size = 64, .top_k = 8, .pooling = kMax,
+       .lengths = {{597, 2600}, {40, 300}}, .dtype = kBF16, .seed = 509, .tags = kTagGpuPlans},
 
       // ---- training (SPEC section 8): dout, and dlse on some ----
       {.kind = "train_prefill", .hq = 4, .hkv = 2, .dim = 16, .block_size = 8, .top_k = 3, .pooling = kMax,

@@ -186,6 +186,10 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=gathered",
              "index=wgmma,batch=batched,topk=warp,lists=-,attend=gathered");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=union-tile",
+             "index=wgmma,batch=per-sequence,topk=warp,lists=-,attend=union-tile");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed",
+             "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -215,6 +219,13 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "lists=direct", "one query per sequence");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=q-outer,lists=general", "builds no lists");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-wgmma", "sm_90a");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=union-tile", "sm_90a");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=union-tile,lists=general", "builds no lists");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=routed", "sm_90a");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed,lists=direct", "builds general lists");
+  Config mqa = lowp;
+  mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: 128 queries a tile
+  ExpectRefused(mqa, Prefill(512), kH200Caps, "attend=union-tile", "group size of 2 to 64");
   Config big = lowp;
   big.top_k = 64;
   big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
@@ -244,7 +255,7 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
   };
   EXPECT_NE(message("attend=kv_outer")
                 .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                      "q-outer, kv-outer, kv-outer-wgmma)"),
+                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, routed)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -268,7 +279,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 5));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 7));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

@@ -1,5 +1,5 @@
 // The per-tile route of the main branch (gpu/common/union_tile_plan.h): the threshold worked by hand for M3 on the
-// H200's measured ceilings, a small plan worked by hand (unions, routes, tiles cut at sequence ends), and the routes
+// H200's measured ceilings, a small plan worked by hand (unions, routes, a tile spanning two sequences), and the routes
 // the benchmarks' selections get (bench/selections.h): random ones to K, MiniMax's shared patterns to U.
 #include <gtest/gtest.h>
 
@@ -26,44 +26,48 @@ Config ConfigOf(int hq, int hkv, int dim, int block_size, int top_k) {
 
 Config M3() { return ConfigOf(64, 4, 128, 128, 16); }
 
-// bench/results/gpu_selection_bench_2026-12-02: 773.0 TFLOP/s bf16 GEMM, 4253 GB/s copy.
-constexpr UnionTileCeilings kH200{773.0e12, 4253.0e9};
+constexpr UnionTileCeilings kH200 = kH200Ceilings;  // 773.0 TFLOP/s bf16 GEMM, 4253 GB/s copy
 
 TEST(UnionTilePlan, ThresholdWorkedByHandForM3) {
   // K: 128 selected blocks x 16 heads x (256 + 2 * (256 + 8)) B = 1,605,632 B -> 377.53 ns at 4253 GB/s.
   // U: 8 queries x 16 heads x 128 keys x 256 x 2 = 8,388,608 FLOPs per union block -> 10.852 ns at 773 TFLOP/s.
   // 377.53 / 10.852 = 34.79: U wins up to a union of 34 blocks.
-  EXPECT_EQ(MaxUnionForPathU(M3(), 8, 128, kH200), 34);
+  const UnionTileRouting routing = UnionTileRoutingOf(M3(), kH200);
+  EXPECT_EQ(MaxUnionForPathU(routing, 8, 128), 34);
   // Rows of half the blocks halve K's traffic: 17.39 -> 17.
-  EXPECT_EQ(MaxUnionForPathU(M3(), 8, 64, kH200), 17);
+  EXPECT_EQ(MaxUnionForPathU(routing, 8, 64), 17);
 }
 
 TEST(UnionTilePlan, SmallPlanWorkedByHand) {
-  // One group, top_k 2, sequences of 10 and 3 queries: tiles [0, 8), [8, 10), [10, 13).
-  const Config config = ConfigOf(2, 1, 4, 4, 2);
+  // 16 heads in one group (8 queries a tile), top_k 2, block_size 4; sequences of 10 and 3 queries over 10 and 3
+  // keys: sequence 0 has blocks 0-2, sequence 1 starts at global block 3. Tiles [0, 8) and [8, 13), the second
+  // spanning both sequences.
+  const Config config = ConfigOf(16, 1, 4, 4, 2);
   const std::vector<int32_t> cu_q = {0, 10, 13}, cu_k = {0, 10, 13};
   const std::vector<int32_t> topk = {
-      0, -1, 0, -1, 0, -1, 0, -1, 0, 1, 0, 1, 0, 1, 0, 1,  // tile 0: union {0, 1}
-      2, 0,  1, 2,                                         // tile 1: union {0, 1, 2}
-      0, -1, 0, -1, 0, -1,                                 // tile 2 (sequence 2): union {0}
+      0, -1, 0, -1, 0, -1, 0, -1, 0, 1,  0, 1, 0, 1, 0, 1,  // tile 0: union {0, 1}, 12 selected
+      2, 0,  1, 2,  0, -1, 0, -1, 0, -1,                    // tile 1: {0, 1, 2} and sequence 1's {0} = global 3: 7
   };
-  // Ceilings where U wins while union <= selected / 4: a tile's K bytes are selected * 2 * (8 + 2 * (8 + 8)) = 80
-  // selected; U's FLOPs per block are queries * 2 * 4 * 8 * 2 = 128 queries. With copy = 1 B/s and gemm = 1
-  // FLOP/s: max union = floor(80 selected / (128 queries)).
-  const UnionTileCeilings ceilings{1.0, 1.0};
-  EXPECT_EQ(MaxUnionForPathU(config, 8, 12, ceilings), 0);  // 960 / 1024
-  const UnionTileCeilings generous{100.0, 1.0};             // x100: floor(8000 selected / (128 queries))
-  EXPECT_EQ(MaxUnionForPathU(config, 8, 12, generous), 93);
+  // K bytes per selected block: 16 heads x (8 + 2 (8 + 8)) = 640; U FLOPs per union block and query: 16 x 4 x 8 x 2
+  // = 1024. With copy = 1 B/s and gemm = c FLOP/s: max union = floor(640 c selected / (1024 queries)).
+  const UnionTileRouting one = UnionTileRoutingOf(config, {1.0, 1.0});
+  EXPECT_EQ(MaxUnionForPathU(one, 8, 12), 0);  // 7680 / 8192
+  EXPECT_EQ(MaxUnionForPathU(UnionTileRoutingOf(config, {100.0, 1.0}), 8, 12), 93);
   UnionTilePlan plan;
-  PlanUnionTiles(config, Batch{cu_q, cu_k}, topk.data(), ceilings, &plan);
-  EXPECT_EQ(plan.num_tiles, 3);
-  EXPECT_EQ(plan.path_u, (std::vector<uint8_t>{0, 0, 0}));
-  EXPECT_EQ(plan.union_offsets, (std::vector<int64_t>{0, 0, 0, 0}));
-  PlanUnionTiles(config, Batch{cu_q, cu_k}, topk.data(), generous, &plan);
-  EXPECT_EQ(plan.path_u, (std::vector<uint8_t>{1, 1, 1}));
-  EXPECT_EQ(plan.union_offsets, (std::vector<int64_t>{0, 2, 5, 6}));
-  EXPECT_EQ(plan.union_blocks, (std::vector<int32_t>{0, 1, 0, 1, 2, 0}));
-  EXPECT_EQ(plan.u_tiles(), 3);
+  PlanUnionTiles(config, Batch{cu_q, cu_k}, topk.data(), {1.0, 1.0}, &plan);
+  EXPECT_EQ(plan.num_tiles, 2);
+  EXPECT_EQ(plan.path_u, (std::vector<uint8_t>{0, 0}));
+  EXPECT_EQ(plan.union_offsets, (std::vector<int64_t>{0, 0, 0}));
+  // c = 3: tile 0 floor(2.81) = 2 >= its union of 2 (U); tile 1 floor(3 x 640 x 7 / 5120) = 2 < 4 (K).
+  PlanUnionTiles(config, Batch{cu_q, cu_k}, topk.data(), {3.0, 1.0}, &plan);
+  EXPECT_EQ(plan.path_u, (std::vector<uint8_t>{1, 0}));
+  EXPECT_EQ(plan.union_offsets, (std::vector<int64_t>{0, 2, 2}));
+  EXPECT_EQ(plan.union_blocks, (std::vector<int32_t>{0, 1}));
+  PlanUnionTiles(config, Batch{cu_q, cu_k}, topk.data(), {100.0, 1.0}, &plan);
+  EXPECT_EQ(plan.path_u, (std::vector<uint8_t>{1, 1}));
+  EXPECT_EQ(plan.union_offsets, (std::vector<int64_t>{0, 2, 6}));
+  EXPECT_EQ(plan.union_blocks, (std::vector<int32_t>{0, 1, 0, 1, 2, 3}));
+  EXPECT_EQ(plan.u_tiles(), 2);
 }
 
 TEST(UnionTilePlan, RandomSelectionsGoToKAndSharedOnesToU) {

@@ -40,11 +40,16 @@ struct TileLauncher {
   cudaError_t (*launch)(int lowp, const TileLists& lists, cudaStream_t stream) = nullptr;
 };
 
-// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel.
+// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel. union_route (nullable,
+// RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists and the
+// merge (untouched; the general lists are built whatever plan.direct_lists says).
 cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
-                const TileLauncher& tiles);
+                const TileLauncher& tiles, const uint8_t* union_route);
+
+// The wgmma tile kernel of KvOuterAttendWgmma (kv_outer_wgmma.cu).
+TileLauncher WgmmaTiles();
 
 }  // namespace msa::gpu::kv_outer
 

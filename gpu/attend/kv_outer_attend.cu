@@ -52,22 +52,27 @@ constexpr size_t kSmemBytes =
 // Queries per tile: the rows of one query are its group's heads.
 __host__ __device__ inline int TileQueries(const AttendGeometry& g) { return kTileRows / (g.hq / g.hkv); }
 
-// One thread per (chunk query, group, slot) with a valid id: the bucket of (sequence, block, group).
-__device__ inline int64_t PairBucket(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g,
-                                     int64_t t0, int64_t i, int32_t* id_out) {
+// Whether path U takes query t's rows of group r (route: RouteUnionTiles' [UnionTileCount] tiles, or null: none).
+__device__ inline bool RoutedToU(const uint8_t* route, const AttendGeometry& g, int64_t t, int r) {
+  return route != nullptr && route[t / (kUnionTileRows / (g.hq / g.hkv)) * g.hkv + r] != 0;
+}
+
+// One thread per (chunk query, group, slot) with a valid id on path K: the bucket of (sequence, block, group).
+__device__ inline int64_t PairBucket(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
+                                     const AttendGeometry& g, int64_t t0, int64_t i, int32_t* id_out) {
   const int64_t t = t0 + i / (int64_t(g.hkv) * g.top_k);
   const int r = int((i / g.top_k) % g.hkv);
   const int32_t id = topk[(int64_t(r) * g.total_q + t) * g.top_k + i % g.top_k];
   *id_out = id;
-  return id < 0 ? -1 : (int64_t(first_block[t]) + id) * g.hkv + r;
+  return id < 0 || RoutedToU(route, g, t, r) ? -1 : (int64_t(first_block[t]) + id) * g.hkv + r;
 }
 
-__global__ void CountPairsKernel(const int32_t* topk, const int32_t* first_block, AttendGeometry g, int64_t t0,
-                                 int64_t pairs, int32_t* counts) {
+__global__ void CountPairsKernel(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
+                                 AttendGeometry g, int64_t t0, int64_t pairs, int32_t* counts) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= pairs) return;
   int32_t id;
-  const int64_t bucket = PairBucket(topk, first_block, g, t0, i, &id);
+  const int64_t bucket = PairBucket(topk, first_block, route, g, t0, i, &id);
   if (bucket >= 0) atomicAdd(counts + bucket, 1);
 }
 
@@ -110,13 +115,13 @@ __global__ void RoundUpToTilesKernel(int32_t* counts, int64_t n, int qpc) {
   if (i < n) counts[i] = (counts[i] + qpc - 1) / qpc * qpc;
 }
 
-__global__ void FillEntriesKernel(const int32_t* topk, const int32_t* first_block, AttendGeometry g, int64_t t0,
-                                  int64_t pairs, int qpc, const int32_t* offsets, int32_t* cursor, int32_t* entries,
-                                  int2* tile_block) {
+__global__ void FillEntriesKernel(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
+                                  AttendGeometry g, int64_t t0, int64_t pairs, int qpc, const int32_t* offsets,
+                                  int32_t* cursor, int32_t* entries, int2* tile_block) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= pairs) return;
   int32_t id;
-  const int64_t bucket = PairBucket(topk, first_block, g, t0, i, &id);
+  const int64_t bucket = PairBucket(topk, first_block, route, g, t0, i, &id);
   if (bucket < 0) return;
   const int32_t at = offsets[bucket] + atomicAdd(cursor + bucket, 1);
   const int64_t t_local = i / (int64_t(g.hkv) * g.top_k);
@@ -304,15 +309,16 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
 // docs:end gpu-kv-outer-tile
 
 // docs:begin gpu-kv-outer-merge
-// Merge: one warp per (chunk query, head); the row's partials merged in ascending block order; lane l owns
-// value dims 4l..4l+3.
-__global__ void MergeKernel(const int32_t* topk, AttendGeometry g, int64_t t0, int64_t nq, const float* part_o,
-                            const float2* part_ml, double* out, double* lse) {
+// Merge: one warp per (chunk query, head) on path K; the row's partials merged in ascending block order; lane l
+// owns value dims 4l..4l+3.
+__global__ void MergeKernel(const int32_t* topk, const uint8_t* route, AttendGeometry g, int64_t t0, int64_t nq,
+                            const float* part_o, const float2* part_ml, double* out, double* lse) {
   const int lane = threadIdx.x % 32;
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;  // (t - t0) * hq + head
   if (row >= nq * g.hq) return;
   const int64_t t = t0 + row / g.hq;
   const int head = int(row % g.hq), r = head / (g.hq / g.hkv);
+  if (RoutedToU(route, g, t, r)) return;
   const int32_t* sel = topk + (int64_t(r) * g.total_q + t) * g.top_k;
   const int32_t id = lane < g.top_k ? sel[lane] : -1;
   const bool valid = id >= 0;
@@ -385,6 +391,7 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.part_o = take(size_t(plan.chunk_q) * g.hq * g.top_k * g.dv * 4);
   plan.part_ml = take(size_t(plan.chunk_q) * g.hq * g.top_k * sizeof(float2));
   plan.scan_temp = take(scan_bytes);
+  plan.union_route = take(size_t(UnionTileCount(g)));
   plan.scan_temp_bytes = scan_bytes;
   plan.bytes = at;
   return plan;
@@ -408,8 +415,9 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
 
 // The general lists of one chunk (any number of queries per sequence): counts, round-up to whole tiles,
 // exclusive sum into offsets, then entries and tile_block (see the top of this file).
-cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g, int64_t t0,
-                              int64_t pairs, const KvOuterPlan& plan, unsigned char* base, cudaStream_t stream) {
+cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
+                              const AttendGeometry& g, int64_t t0, int64_t pairs, const KvOuterPlan& plan,
+                              unsigned char* base, cudaStream_t stream) {
   int32_t* counts = reinterpret_cast<int32_t*>(base + plan.counts);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
   int32_t* cursor = reinterpret_cast<int32_t*>(base + plan.cursor);
@@ -420,7 +428,7 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
   if ((err = cudaMemsetAsync(counts, 0, size_t(plan.num_buckets + 1) * 4, stream)) != cudaSuccess) return err;
   if ((err = cudaMemsetAsync(cursor, 0, size_t(plan.num_buckets) * 4, stream)) != cudaSuccess) return err;
   if ((err = cudaMemsetAsync(entries, 0xff, size_t(plan.max_entries) * 4, stream)) != cudaSuccess) return err;
-  CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, counts);
+  CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, t0, pairs, counts);
   const unsigned bucket_grid = unsigned((plan.num_buckets + 255) / 256);
   RoundUpToTilesKernel<<<bucket_grid, 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
   size_t scan_bytes = plan.scan_temp_bytes;
@@ -428,8 +436,8 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
                                            stream)) != cudaSuccess) {
     return err;
   }
-  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, g, t0, pairs, plan.qpc, offsets, cursor, entries,
-                                                   tile_block);
+  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, t0, pairs, plan.qpc, offsets, cursor,
+                                                   entries, tile_block);
   return cudaGetLastError();
 }
 
@@ -438,7 +446,7 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream, const TileLauncher& tiles) {
+                          double* lse, cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -466,19 +474,21 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
     const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
     const int64_t pairs = nq * g.hkv * g.top_k;
     lists.t0 = t0;
-    if (plan.direct_lists && pairs <= plan.direct_max_tiles) {  // one tile per (query, group, slot)
+    if (plan.direct_lists && union_route == nullptr && pairs <= plan.direct_max_tiles) {  // a tile per (t, r, slot)
       const int64_t list_entries = pairs * plan.qpc;
       DirectListsKernel<<<unsigned((list_entries + 255) / 256), 256, 0, stream>>>(
           topk, position, g, t0, pairs, plan.qpc, offsets + plan.num_buckets, entries, tile_block);
       if ((err = cudaGetLastError()) != cudaSuccess) return err;
       lists.max_tiles = pairs;
     } else {
-      if ((err = BuildGeneralLists(topk, first_block, g, t0, pairs, plan, base, stream)) != cudaSuccess) return err;
+      if ((err = BuildGeneralLists(topk, first_block, union_route, g, t0, pairs, plan, base, stream)) != cudaSuccess) {
+        return err;
+      }
       lists.max_tiles = plan.max_tiles;
     }
     if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
-    MergeKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, g, t0, nq, part_o, part_ml, out, lse);
+    MergeKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, t0, nq, part_o, part_ml, out, lse);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -489,7 +499,7 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
                           double* lse, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles});
+                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles}, /*union_route=*/nullptr);
 }
 
 }  // namespace msa::gpu

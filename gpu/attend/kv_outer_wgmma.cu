@@ -397,7 +397,9 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::TileLauncher{PrepareWgmmaTiles, LaunchWgmmaTiles});
+                       stream, kv_outer::WgmmaTiles(), /*union_route=*/nullptr);
 }
+
+kv_outer::TileLauncher kv_outer::WgmmaTiles() { return TileLauncher{PrepareWgmmaTiles, LaunchWgmmaTiles}; }
 
 }  // namespace msa::gpu

@@ -64,6 +64,22 @@ bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
 
+// UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive
+// queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.
+inline constexpr int kUnionTileRows = 128;
+inline constexpr int kUnionTileMaxEntries = 1024;
+inline constexpr size_t kUnionTileSmemBytes = 200200;
+// Queries per union tile: 128 / group size.
+inline int UnionTileQueries(const AttendGeometry& g) { return kUnionTileRows / (g.hq / g.hkv); }
+// Union tiles of the batch: ceil(total_q / UnionTileQueries) runs of queries x Hkv groups.
+inline int64_t UnionTileCount(const AttendGeometry& g) {
+  const int qpt = UnionTileQueries(g);
+  return (g.total_q + qpt - 1) / qpt * g.hkv;
+}
+// Dims multiples of 8 up to 128, block_size <= 128, a group size of 2 to 64 dividing 64 (at most 64 queries a tile),
+// UnionTileQueries x top_k <= kUnionTileMaxEntries, an sm_90a device with the tile in shared memory.
+bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps);
+
 // The chunking of the KV-outer main branch: queries per chunk and the list sizes (KvOuterPlan, gpu/attend/
 // kv_outer.h, adds the workspace offsets). num_blocks: sum over the batch's sequences of ceil(k_len / block_size).
 // ok is false when the lists would not fit 32-bit offsets; direct_lists when one_query_per_sequence (every

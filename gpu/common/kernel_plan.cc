@@ -36,10 +36,14 @@ constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},
                                             {TopKKernel::kThreshold, "threshold"}};
 constexpr Named<KvLists> kListsNames[] = {
     {KvLists::kAuto, "auto"}, {KvLists::kNone, "-"}, {KvLists::kDirect, "direct"}, {KvLists::kGeneral, "general"}};
-constexpr Named<AttendKernel> kAttendNames[] = {
-    {AttendKernel::kAuto, "auto"},         {AttendKernel::kExact, "exact"},
-    {AttendKernel::kGathered, "gathered"}, {AttendKernel::kQOuter, "q-outer"},
-    {AttendKernel::kKvOuter, "kv-outer"},  {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"}};
+constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
+                                                {AttendKernel::kExact, "exact"},
+                                                {AttendKernel::kGathered, "gathered"},
+                                                {AttendKernel::kQOuter, "q-outer"},
+                                                {AttendKernel::kKvOuter, "kv-outer"},
+                                                {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"},
+                                                {AttendKernel::kUnionTile, "union-tile"},
+                                                {AttendKernel::kRouted, "routed"}};
 
 template <typename E, size_t N>
 const char* NameOf(const Named<E> (&names)[N], E value) {
@@ -67,6 +71,13 @@ Status ParseValue(const Named<E> (&names)[N], std::string_view key, std::string_
 }
 
 // ---- the planner ----
+}  // namespace
+
+bool IsKvOuter(AttendKernel kernel) {
+  return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma || kernel == AttendKernel::kRouted;
+}
+
+namespace {
 
 // The refusal of a requested value: the stage, the value and why it cannot run.
 Status Refuse(const char* stage, const char* value, const std::string& reason) {
@@ -237,11 +248,19 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                   "block_size keys in shared memory (this device: " +
                       CapsText(caps) + ")");
   }
-  if ((requested == AttendKernel::kKvOuter || requested == AttendKernel::kKvOuterWgmma) && !kv_outer_fits) {
+  if ((requested == AttendKernel::kKvOuter || requested == AttendKernel::kKvOuterWgmma ||
+       requested == AttendKernel::kRouted) &&
+      !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }
-  if (requested == AttendKernel::kKvOuterWgmma && !wgmma_fits) {
+  if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
+  }
+  if ((requested == AttendKernel::kUnionTile || requested == AttendKernel::kRouted) && !UnionTileFits(g, caps)) {
+    return Refuse("attend", value,
+                  "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, a group size of 2 to 64 "
+                  "dividing 64, (128 / group size) x top_k <= 1024 and an sm_90a device (this one: " +
+                      CapsText(caps) + ")");
   }
   *kernel = requested;
   return Status::Ok();
@@ -250,27 +269,32 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
 // The KV-outer lists: direct where every sequence has at most one query (decode), general elsewhere.
 Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel attend, KvLists requested,
                  KvLists* lists) {
-  const bool kv_outer = attend == AttendKernel::kKvOuter || attend == AttendKernel::kKvOuterWgmma;
+  const bool kv_outer = IsKvOuter(attend);
   const char* value = NameOf(kListsNames, requested);
   if (!kv_outer) {
     if (requested != KvLists::kAuto && requested != KvLists::kNone) {
       return Refuse("lists", value,
                     "attend=" + std::string(NameOf(kAttendNames, attend)) +
                         " builds no lists (lists "
-                        "apply to attend kv-outer and kv-outer-wgmma)");
+                        "apply to attend kv-outer, kv-outer-wgmma and routed)");
     }
     *lists = KvLists::kNone;
     return Status::Ok();
   }
-  const bool direct_fits = PlanKvOuterChunks(AttendGeometryOf(config, shapes.total_q), shapes.num_blocks,
-                                             kChunkBudgetBytes, shapes.one_query_per_sequence)
-                               .direct_lists;
+  // Path K of attend=routed leaves the routed-out rows out of its lists: general lists only.
+  const bool direct_fits =
+      attend != AttendKernel::kRouted && PlanKvOuterChunks(AttendGeometryOf(config, shapes.total_q), shapes.num_blocks,
+                                                           kChunkBudgetBytes, shapes.one_query_per_sequence)
+                                             .direct_lists;
   if (requested == KvLists::kAuto) {
     *lists = direct_fits ? KvLists::kDirect : KvLists::kGeneral;
     return Status::Ok();
   }
   if (requested == KvLists::kNone)
     return Refuse("lists", value, "attend is KV-outer: it needs direct or general lists");
+  if (requested == KvLists::kDirect && attend == AttendKernel::kRouted) {
+    return Refuse("lists", value, "attend=routed builds general lists (path K skips the rows routed to path U)");
+  }
   if (requested == KvLists::kDirect && !direct_fits) {
     return Refuse("lists", value,
                   "needs at most one query per sequence (this batch has a sequence of " +

@@ -61,7 +61,12 @@ enum class AttendKernel {
   kQOuter,        // "q-outer": QOuterAttend, one CTA per (query, group, 16 heads) on mma.sync
   kKvOuter,       // "kv-outer": KvOuterAttend, per-block query lists, mma.sync tiles
   kKvOuterWgmma,  // "kv-outer-wgmma": KvOuterAttendWgmma, the same lists on wgmma tiles (sm_90a), the same bits
+  kUnionTile,     // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
+  kRouted,        // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma, general lists) by its union
 };
+
+// Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, and path K of routed).
+bool IsKvOuter(AttendKernel kernel);
 
 struct KernelPlan {
   IndexKernel index = IndexKernel::kAuto;

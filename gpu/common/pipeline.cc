@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "gpu/common/union_tile_plan.h"
+
 namespace msa::gpu {
 namespace {
 
@@ -176,6 +178,15 @@ cudaError_t AttendKvOuterWgmma(const AttendArgs& a) {
                             a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
                             a.out.lse, a.stream);
 }
+cudaError_t AttendUnionTile(const AttendArgs& a) {
+  return UnionTileAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
+                         a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
+}
+cudaError_t AttendRouted(const AttendArgs& a) {
+  return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
+                      a.ws.geometry, a.scale(), a.ws.kv_outer, UnionTileRoutingOf(a.config, kH200Ceilings),
+                      a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+}
 
 using AttendFn = cudaError_t (*)(const AttendArgs&);
 AttendFn AttendKernelFor(AttendKernel kernel) {
@@ -190,14 +201,14 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
       return AttendKvOuter;
     case AttendKernel::kKvOuterWgmma:
       return AttendKvOuterWgmma;
+    case AttendKernel::kUnionTile:
+      return AttendUnionTile;
+    case AttendKernel::kRouted:
+      return AttendRouted;
     case AttendKernel::kAuto:
       break;
   }
   return nullptr;
-}
-
-bool IsKvOuter(AttendKernel kernel) {
-  return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma;
 }
 
 Status NotPlanned(const char* stage) {
