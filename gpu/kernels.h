@@ -212,6 +212,12 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
                             const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                             const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
                             cudaStream_t stream = nullptr);
+// UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
+// a producer warp loading K and V and the two consumer warpgroups' matrix work and softmax overlapped.
+cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                              const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                              const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
+                              cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.
@@ -219,7 +225,7 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
 cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g,
                             const UnionTileRouting& routing, uint8_t* route, cudaStream_t stream = nullptr);
 // Both paths (gpu/attend/union_route.cu, sm_90a only): RouteUnionTiles into the workspace's route (plan from
-// PlanKvOuter), UnionTileAttend on the tiles routed to U, KvOuterAttendWgmma's lists, tiles and merge on the rest
+// PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmma's lists, tiles and merge on the rest
 // (general lists). Each row gets the bits of the path its tile took. Needs KvOuterWgmmaFits(g) and UnionTileFits(g);
 // returns cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,

@@ -2,9 +2,9 @@
 // the FP64 reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan
 // passing the oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit
 // for bit (index mma = wgmma, topk warp = threshold, batch per-sequence = batched, lists general = direct, attend
-// kv-outer = kv-outer-wgmma). The plans come from PlanKernels over every combination of requested values on this
-// device: a plan it refuses is not run (and never replaced), so no kernel is compared with itself. Without a usable
-// CUDA device every test skips saying why.
+// kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from PlanKernels over every combination
+// of requested values on this device: a plan it refuses is not run (and never replaced), so no kernel is compared with
+// itself. Without a usable CUDA device every test skips saying why.
 #include <cstdio>
 #include <map>
 #include <string>
@@ -51,6 +51,7 @@ std::string BitClass(gpu::KernelPlan plan) {
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
   if (plan.attend == AttendKernel::kKvOuterWgmma) plan.attend = AttendKernel::kKvOuter;
+  if (plan.attend == AttendKernel::kUnionTileWs) plan.attend = AttendKernel::kUnionTile;
   return FormatKernelPlan(plan);
 }
 

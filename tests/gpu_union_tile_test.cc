@@ -1,12 +1,13 @@
 // Path U of the main branch (attend=union-tile, gpu/attend/union_tile.cu) and the two paths routed per tile
-// (attend=routed, gpu/attend/union_route.cu). A union tile of consecutive queries walks the union of their
-// selections, each row masked to its own blocks. Tested here: a row's out and lse bits depend on its own selection
-// only, not on which blocks its tile's other queries chose; the device planner routes every tile as the host planner
-// (gpu/common/union_tile_plan.h) does; and attend=routed gives each row the bits of the path its tile took (path U's
-// or kv-outer-wgmma's). gpu_plans_test judges both kernels' outputs against the reference under the oracle. Without
-// a usable sm_90a device the tests skip saying why.
+// (attend=routed, gpu/attend/union_route.cu), on both path-U kernels (union-tile, union-tile-ws). A union tile of
+// consecutive queries walks the union of their selections, each row masked to its own blocks. Tested here: a row's out
+// and lse bits depend on its own selection only, not on which blocks its tile's other queries chose; the device planner
+// routes every tile as the host planner (gpu/common/union_tile_plan.h) does; and attend=routed gives each row the bits
+// of the path its tile took (path U's or kv-outer-wgmma's). gpu_plans_test judges both kernels' outputs against the
+// reference under the oracle. Without a usable sm_90a device the tests skip saying why.
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -26,14 +27,6 @@
 namespace msa::gpu_test {
 namespace {
 
-// The main branch alone under attend=union-tile on the given selection [Hidx, total_q, top_k].
-Status AttendOnUnionTiles(const Problem& problem, const std::vector<int32_t>& topk, Outputs* outputs) {
-  const ScopedPlan plan("attend", "union-tile");
-  outputs->Allocate(problem);
-  return Attend(*Gpu(), problem.config, problem.attention_inputs(), SelectionView{topk.data()},
-                outputs->attention_outputs());
-}
-
 // Every odd query keeps only the first block of each of its rows: still a valid selection (SPEC section 2 asks a
 // row for at least one block), and the union of every tile with an odd query in it changes.
 std::vector<int32_t> OddQueriesKeepOneBlock(const Problem& problem, std::vector<int32_t> topk) {
@@ -46,6 +39,14 @@ std::vector<int32_t> OddQueriesKeepOneBlock(const Problem& problem, std::vector<
   return topk;
 }
 
+// The main branch alone under attend=`kernel` on the given selection [Hidx, total_q, top_k].
+Status AttendUnder(const Problem& problem, const char* kernel, const std::vector<int32_t>& topk, Outputs* outputs) {
+  const ScopedPlan plan("attend", kernel);
+  outputs->Allocate(problem);
+  return Attend(*Gpu(), problem.config, problem.attention_inputs(), SelectionView{topk.data()},
+                outputs->attention_outputs());
+}
+
 TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
   MSA_REQUIRE_GPU();
   int64_t compared_rows = 0, cases = 0;
@@ -53,17 +54,19 @@ TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
   for (TestCase& c : AllCases()) test_cases.push_back(std::move(c));
   for (const TestCase& test_case : test_cases) {
     Problem problem = GenerateProblem(test_case.spec);
-    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    for (const auto& [precision, kernel] :
+         {std::pair{Precision::kBf16, "union-tile"}, std::pair{Precision::kFp16, "union-tile"},
+          std::pair{Precision::kBf16, "union-tile-ws"}}) {
       problem.config.precision = precision;
-      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
-      if (!Runnable(problem, "attend=union-tile")) continue;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + " on " + kernel;
+      if (!Runnable(problem, std::string("attend=") + kernel)) continue;
       Outputs selected;
       ASSERT_TRUE(RunBackend(*Gpu(), problem, &selected).ok()) << what;
       Outputs whole, thinned;
-      Status status = AttendOnUnionTiles(problem, selected.topk_indices, &whole);
+      Status status = AttendUnder(problem, kernel, selected.topk_indices, &whole);
       ASSERT_TRUE(status.ok()) << what << ": " << status.message();
       const std::vector<int32_t> thinned_topk = OddQueriesKeepOneBlock(problem, selected.topk_indices);
-      status = AttendOnUnionTiles(problem, thinned_topk, &thinned);
+      status = AttendUnder(problem, kernel, thinned_topk, &thinned);
       ASSERT_TRUE(status.ok()) << what << " (thinned): " << status.message();
       const int64_t total_q = problem.batch().total_q(), hq = problem.config.num_q_heads;
       const int64_t dv = problem.config.value_dim;
@@ -86,14 +89,6 @@ TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
   std::printf("union-tile: %lld (query, head) rows unchanged over %lld case runs\n",
               static_cast<long long>(compared_rows), static_cast<long long>(cases));
   if (cases == 0) GTEST_SKIP() << "attend=union-tile does not run on this device (needs sm_90a)";
-}
-
-// The main branch alone under attend=`kernel` on the problem's own gpu selection.
-Status AttendUnder(const Problem& problem, const char* kernel, const std::vector<int32_t>& topk, Outputs* outputs) {
-  const ScopedPlan plan("attend", kernel);
-  outputs->Allocate(problem);
-  return Attend(*Gpu(), problem.config, problem.attention_inputs(), SelectionView{topk.data()},
-                outputs->attention_outputs());
 }
 
 TEST(GpuUnionTile, RoutedRowsHaveTheBitsOfTheirTilesPath) {

@@ -222,6 +222,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=union-tile", "sm_90a");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=union-tile,lists=general", "builds no lists");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=routed", "sm_90a");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=union-tile-ws", "sm_90a");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed,lists=direct", "builds general lists");
   Config mqa = lowp;
   mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: 128 queries a tile
@@ -255,7 +256,7 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
   };
   EXPECT_NE(message("attend=kv_outer")
                 .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, routed)"),
+                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, union-tile-ws, routed)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -279,7 +280,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 7));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 8));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

@@ -69,7 +69,7 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                       stream, kv_outer::WgmmaTiles(), route);
   if (err != cudaSuccess) return err;
-  return UnionTileAttend(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, route, out, lse, stream);
+  return UnionTileWsAttend(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, route, out, lse, stream);
 }
 
 }  // namespace msa::gpu

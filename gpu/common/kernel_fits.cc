@@ -58,7 +58,7 @@ bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {
   const int group = g.hq / g.hkv;
   return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kKvOuterDimPad && g.dv <= kKvOuterDimPad && g.bk <= kKvOuterKeyPad &&
          group >= 2 && group <= 64 && 64 % group == 0 && (kUnionTileRows / group) * g.top_k <= kUnionTileMaxEntries &&
-         kUnionTileSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
+         std::max(kUnionTileSmemBytes, kUnionTileWsSmemBytes) <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
 }
 
 KvOuterChunks PlanKvOuterChunks(const AttendGeometry& g, int64_t num_blocks, int64_t budget_bytes,

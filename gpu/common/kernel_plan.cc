@@ -43,6 +43,7 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kKvOuter, "kv-outer"},
                                                 {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
+                                                {AttendKernel::kUnionTileWs, "union-tile-ws"},
                                                 {AttendKernel::kRouted, "routed"}};
 
 template <typename E, size_t N>
@@ -256,7 +257,9 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
   }
-  if ((requested == AttendKernel::kUnionTile || requested == AttendKernel::kRouted) && !UnionTileFits(g, caps)) {
+  if ((requested == AttendKernel::kUnionTile || requested == AttendKernel::kUnionTileWs ||
+       requested == AttendKernel::kRouted) &&
+      !UnionTileFits(g, caps)) {
     return Refuse("attend", value,
                   "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, a group size of 2 to 64 "
                   "dividing 64, (128 / group size) x top_k <= 1024 and an sm_90a device (this one: " +

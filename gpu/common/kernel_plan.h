@@ -62,6 +62,7 @@ enum class AttendKernel {
   kKvOuter,       // "kv-outer": KvOuterAttend, per-block query lists, mma.sync tiles
   kKvOuterWgmma,  // "kv-outer-wgmma": KvOuterAttendWgmma, the same lists on wgmma tiles (sm_90a), the same bits
   kUnionTile,     // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
+  kUnionTileWs,   // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,        // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma, general lists) by its union
 };
 

@@ -182,6 +182,10 @@ cudaError_t AttendUnionTile(const AttendArgs& a) {
   return UnionTileAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
                          a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
 }
+cudaError_t AttendUnionTileWs(const AttendArgs& a) {
+  return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
+                           a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
+}
 cudaError_t AttendRouted(const AttendArgs& a) {
   return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
                       a.ws.geometry, a.scale(), a.ws.kv_outer, UnionTileRoutingOf(a.config, kH200Ceilings),
@@ -203,6 +207,8 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
       return AttendKvOuterWgmma;
     case AttendKernel::kUnionTile:
       return AttendUnionTile;
+    case AttendKernel::kUnionTileWs:
+      return AttendUnionTileWs;
     case AttendKernel::kRouted:
       return AttendRouted;
     case AttendKernel::kAuto:
