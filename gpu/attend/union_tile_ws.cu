@@ -4,11 +4,11 @@
 //
 // docs:begin gpu-union-tile-ws
 // UnionTileWsKernel: 384 threads = consumer warpgroups 0 and 1 (rows 0-63, 64-127, 224 registers each thread) and a
-// producer warpgroup (56 registers) of which warp 8 loads and warps 9-11 leave.
+// producer warpgroup (56 registers).
 //   union        built in shared memory by all threads, then the roles split (no CTA-wide barrier after)
 //   producer     K(b) and V(b) of every union block in order, each into stage b % 2 once the consumers released
-//                the stage's previous block (empty barriers, 256 arrivals), by cp.async from 32 lanes; a load is
-//                published (full barriers, 32 arrivals, after wait_group and the proxy fence) when the next one has
+//                the stage's previous block (empty barriers, 256 arrivals), by cp.async from 128 threads; a load is
+//                published (full barriers, 128 arrivals, after wait_group and the proxy fence) when the next one has
 //                been issued, or before the producer blocks
 //   consumer w   turn b (b = 0 .. size): wait K(b) and V(b - 1); [named barrier: my turn] issue S(b) = Q K(b)^T if
 //                its queries chose block b, and O += P(b - 1) V(b - 1) if they chose b - 1; [the other warpgroup's
@@ -43,15 +43,15 @@ constexpr size_t kSmemBytes =
 static_assert(kSmemBytes == kUnionTileWsSmemBytes, "UnionTileFits (gpu/common/kernel_fits.h)");
 
 #if defined(MSA_WGMMA_ENABLED)
-constexpr int kProducerWarp = kConsumers / 32;  // warp 8
+constexpr int kProducers = kThreads - kConsumers;
 // Named barriers: 1 = Q has landed (consumers); 2 + w = warpgroup w's turn.
 constexpr int kQReady = 1, kTurn0 = 2;
 // Registers per thread after the split: 56 x 128 + 224 x 256 = 168 x 384 (the cap at entry).
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;
 
-// The producer warp: every union block's K then V, in order (see the top of this file).
+// The producer warpgroup (thread p of 128): every union block's K then V, in order (see the top of this file).
 __device__ inline void Produce(const UnionSmem& u, const uint16_t* k, const uint16_t* v, const AttendGeometry& g, int r,
-                               uint32_t k_smem, uint32_t v_smem, uint32_t bars, int lane) {
+                               uint32_t k_smem, uint32_t v_smem, uint32_t bars, int p) {
   const auto full = [&](int load) {  // load = 2 b + (0: K, 1: V)
     return bars + uint32_t((load % 2 == 0 ? offsetof(Barriers, full_k) : offsetof(Barriers, full_v)) +
                            (load / 2) % kStages * 8);
@@ -82,9 +82,9 @@ __device__ inline void Produce(const UnionSmem& u, const uint16_t* k, const uint
     }
     const uint32_t stage = uint32_t(b % kStages) * kKvBytes;
     if (load % 2 == 0) {
-      LoadKv<32>(k_smem + stage, k, g.d, g.hkv, u.kv_row[b], r, u.keys[b], lane);
+      LoadKv<kProducers>(k_smem + stage, k, g.d, g.hkv, u.kv_row[b], r, u.keys[b], p);
     } else {
-      LoadKv<32>(v_smem + stage, v, g.dv, g.hkv, u.kv_row[b], r, u.keys[b], lane);
+      LoadKv<kProducers>(v_smem + stage, v, g.dv, g.hkv, u.kv_row[b], r, u.keys[b], p);
     }
     wgmma::CopyAsyncCommit();
     if (pending >= 0) publish(false);
@@ -123,7 +123,7 @@ __device__ inline void Consume(const UnionSmem& u, Barriers& bar, uint32_t q_sme
     const bool mine = !tail && (u.chosen[b] & rows.wg_bits) != 0;
     const uint32_t stage = uint32_t(b % kStages) * kKvBytes, prev_stage = uint32_t((b + 1) % kStages) * kKvBytes;
     if (!tail) mbarrier::Wait(stage_bar(bar.full_k, b), phase(b));
-    if (b > 0) mbarrier::Wait(stage_bar(bar.full_v, b - 1), phase(b - 1));
+    if (pv_pending) mbarrier::Wait(stage_bar(bar.full_v, b - 1), phase(b - 1));
     mbarrier::NamedSync(kTurn0 + wg, kConsumers);
     if (mine) IssueScores<kLowp>(s, q_desc, k_smem + stage);
     if (pv_pending) IssueValues<kLowp>(o, pa, v_smem + prev_stage);
@@ -143,7 +143,10 @@ __device__ inline void Consume(const UnionSmem& u, Barriers& bar, uint32_t q_sme
       wgmma::WaitGroup<0>();
       wgmma::FenceOperands(o);
     }
-    if (b > 0) mbarrier::Arrive(stage_bar(bar.empty_v, b - 1));
+    if (b > 0) {  // V(b - 1) released (waited for first where unused, so the arrival counts in its own phase)
+      if (!pv_pending) mbarrier::Wait(stage_bar(bar.full_v, b - 1), phase(b - 1));
+      mbarrier::Arrive(stage_bar(bar.empty_v, b - 1));
+    }
     if (mine) RescaleAndPack<kLowp>(o, alpha, s, pa);
     pv_pending = mine;
   }
@@ -172,13 +175,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   Barriers& bar = *reinterpret_cast<Barriers*>(after_tiles + sizeof(UnionSmem));
   const uint32_t bars = wgmma::SharedAddress(&bar);
 
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int tid = threadIdx.x;
   const int group = g.hq / g.hkv, qpt = kRows / group, r = int(tile % g.hkv);
   const int64_t t_first = (tile / g.hkv) * qpt;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier::Init(wgmma::SharedAddress(&bar.full_k[s]), 32);
-      mbarrier::Init(wgmma::SharedAddress(&bar.full_v[s]), 32);
+      mbarrier::Init(wgmma::SharedAddress(&bar.full_k[s]), kProducers);
+      mbarrier::Init(wgmma::SharedAddress(&bar.full_v[s]), kProducers);
       mbarrier::Init(wgmma::SharedAddress(&bar.empty_k[s]), kConsumers);
       mbarrier::Init(wgmma::SharedAddress(&bar.empty_v[s]), kConsumers);
     }
@@ -188,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   BuildUnion<kThreads>(u, topk, position, key_begin, first_block, g, t_first, r, qpt, tid);  // ends with a barrier
   if (tid >= kConsumers) {                                                                   // the producer warpgroup
     mbarrier::ReleaseRegisters<kProducerRegisters>();
-    if (warp == kProducerWarp) Produce(u, k, v, g, r, k_smem, v_smem, bars, lane);
+    Produce(u, k, v, g, r, k_smem, v_smem, bars, tid - kConsumers);
   } else {
     mbarrier::TakeRegisters<kConsumerRegisters>();
     Consume<kLowp>(u, bar, q_smem, k_smem, v_smem, g, scale, t_first, r, tid, out, lse);
