@@ -10,7 +10,8 @@
 //   S = Q K^T      8 x wgmma m64n128k16 (Q and K K-major in shared memory, 128-byte swizzle), fp32 accumulators
 //   softmax        s = R(R(dot) * scale) in the storage format (as the KV-outer tiles), -inf past the row's position
 //                  and on blocks the row's query did not choose; m' = max(m, row max), alpha = e^(m - m') (exactly 1
-//                  where m' = m), p = e^(s - m') packed to the storage format, l = alpha l + sum p (fp32), O = alpha O
+//                  where m' = m), p = e^(s - m') (ex2.approx) packed to the storage format, l = alpha l + sum p
+//                  (fp32), O = alpha O
 //   O += P V       8 x wgmma m64n128k16, P from registers, V MN-major in shared memory
 // then out = O / l and lse = m + log l per row, widened to FP64. A row's bits depend on its own selection only.
 #ifndef MSA_GPU_ATTEND_UNION_TILE_CUH_
@@ -198,6 +199,30 @@ struct RowState {
   float l[2] = {0.0f, 0.0f};
 };
 
+// 2^x by the special-function unit (ex2.approx.ftz.f32: relative error about 2^-22, far inside the storage format's
+// rounding of p; 2^-inf = 0).
+__device__ inline float Exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The scores of a thread's two rows rounded as R(R(dot) * scale), -inf from key_limit[h] on (kMasked; without it
+// every key of the block is visible to both rows), and folded into the row maxima m.
+template <int kLowp, bool kMasked>
+__device__ inline void RoundAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig, float (&m)[2]) {
+#pragma unroll
+  for (int j = 0; j < kKeys / 8; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
+      float& x = s[4 * j + e];
+      x = !kMasked || key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
+      m[h] = fmaxf(m[h], x);
+    }
+  }
+}
+
 // The softmax of union block `b` on the finished scores s (rounded, masked, exponentiated in place: s holds p after),
 // updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
 template <int kLowp>
@@ -214,15 +239,10 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
     key_limit[h] = int(seen < 0 ? 0 : (seen > bk ? bk : seen));
   }
   float m_new[2] = {state.m[0], state.m[1]};
-#pragma unroll
-  for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
-      float& x = s[4 * j + e];
-      x = key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
-      m_new[h] = fmaxf(m_new[h], x);
-    }
+  if (key_limit[0] == kKeys && key_limit[1] == kKeys) {
+    RoundAndMax<kLowp, false>(s, key_limit, scale, tig, m_new);
+  } else {
+    RoundAndMax<kLowp, true>(s, key_limit, scale, tig, m_new);
   }
   float m_log2[2];  // a row with no key yet keeps p = 0 (its O and l are 0)
 #pragma unroll
@@ -230,13 +250,13 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 1));
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 2));
     m_log2[h] = m_new[h] == -INFINITY ? 0.0f : m_new[h] * kLog2e;
-    alpha[h] = state.m[h] == m_new[h] ? 1.0f : exp2f(fmaf(state.m[h], kLog2e, -m_log2[h]));
+    alpha[h] = state.m[h] == m_new[h] ? 1.0f : Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
     state.m[h] = m_new[h];
     state.l[h] *= alpha[h];
   }
 #pragma unroll
   for (int x = 0; x < 64; ++x) {
-    s[x] = exp2f(fmaf(s[x], kLog2e, -m_log2[(x % 4) / 2]));
+    s[x] = Exp2Approx(fmaf(s[x], kLog2e, -m_log2[(x % 4) / 2]));
     state.l[(x % 4) / 2] += s[x];
   }
 }
@@ -246,8 +266,10 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
 template <int kLowp>
 __device__ inline void RescaleAndPack(float (&o)[64], const float (&alpha)[2], const float (&p)[64],
                                       uint32_t (&pa)[kKeys / 16][4]) {
+  if (alpha[0] != 1.0f || alpha[1] != 1.0f) {  // the row maxima moved (x 1 leaves O as it is)
 #pragma unroll
-  for (int x = 0; x < 64; ++x) o[x] *= alpha[(x % 4) / 2];
+    for (int x = 0; x < 64; ++x) o[x] *= alpha[(x % 4) / 2];
+  }
 #pragma unroll
   for (int kk = 0; kk < kKeys / 16; ++kk) {
 #pragma unroll

@@ -34,9 +34,15 @@ __device__ inline uint16_t Score16(float dot, float scale) {
   return FromFloat<kLowp>(ToFloat<kLowp>(FromFloat<kLowp>(dot)) * scale);
 }
 
+// (lo, hi) rounded to the storage format (nearest even, as FromFloat) in one paired conversion, lo in the low half.
 template <int kLowp>
 __device__ inline uint32_t Pack(float lo, float hi) {
-  return uint32_t(FromFloat<kLowp>(lo)) | (uint32_t(FromFloat<kLowp>(hi)) << 16);
+  if constexpr (kLowp == kLowpBF16) {
+    const __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<const uint32_t*>(&pair);
+  }
+  const __half2 pair = __floats2half2_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
 template <int kLowp>
