@@ -213,11 +213,12 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
                             const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
                             cudaStream_t stream = nullptr);
 // UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
-// a producer warp loading K and V and the two consumer warpgroups' matrix work and softmax overlapped.
-cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                              const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                              const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
-                              cudaStream_t stream = nullptr);
+// one producer thread loading K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31) and the two
+// consumer warpgroups' matrix work and softmax overlapped.
+cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                              const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                              const int32_t* first_block, const AttendGeometry& g, float scale, const uint8_t* route,
+                              double* out, double* lse, cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.
@@ -228,10 +229,11 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
 // PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmma's lists, tiles and merge on the rest
 // (general lists). Each row gets the bits of the path its tile took. Needs KvOuterWgmmaFits(g) and UnionTileFits(g);
 // returns cudaErrorNotSupported otherwise (nothing enqueued).
-cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                         const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                         const AttendGeometry& g, float scale, const KvOuterPlan& plan, const UnionTileRouting& routing,
-                         void* workspace, double* out, double* lse, cudaStream_t stream = nullptr);
+cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                         const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                         const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
+                         const UnionTileRouting& routing, void* workspace, double* out, double* lse,
+                         cudaStream_t stream = nullptr);
 
 }  // namespace msa::gpu
 

@@ -91,6 +91,36 @@ TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
   if (cases == 0) GTEST_SKIP() << "attend=union-tile does not run on this device (needs sm_90a)";
 }
 
+// union-tile-ws (bulk tensor copies of whole blocks, warp-specialized) gives union-tile's bits (cp.async of the seen
+// keys, zero-filled), at bf16 and fp16, on the gpu's own selection and on the thinned one.
+TEST(GpuUnionTile, WarpSpecializedKernelGivesThePlainKernelsBits) {
+  MSA_REQUIRE_GPU();
+  int64_t compared = 0;
+  std::vector<TestCase> test_cases = CasesTagged(kTagGpuPlans);
+  for (TestCase& c : AllCases()) test_cases.push_back(std::move(c));
+  for (const TestCase& test_case : test_cases) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "attend=union-tile-ws")) continue;
+      Outputs selected;
+      ASSERT_TRUE(RunBackend(*Gpu(), problem, &selected).ok()) << what;
+      for (const std::vector<int32_t>& topk :
+           {selected.topk_indices, OddQueriesKeepOneBlock(problem, selected.topk_indices)}) {
+        Outputs plain, specialized;
+        ASSERT_TRUE(AttendUnder(problem, "union-tile", topk, &plain).ok()) << what;
+        ASSERT_TRUE(AttendUnder(problem, "union-tile-ws", topk, &specialized).ok()) << what;
+        EXPECT_EQ(BitDiffs(plain.out, specialized.out), 0) << what << ": out";
+        EXPECT_EQ(BitDiffs(plain.lse, specialized.lse), 0) << what << ": lse";
+        ++compared;
+      }
+    }
+  }
+  std::printf("union-tile-ws = union-tile bit for bit on %lld runs\n", static_cast<long long>(compared));
+  if (compared == 0) GTEST_SKIP() << "attend=union-tile-ws does not run on this device (needs sm_90a)";
+}
+
 TEST(GpuUnionTile, RoutedRowsHaveTheBitsOfTheirTilesPath) {
   MSA_REQUIRE_GPU();
   int64_t u_rows = 0, k_rows = 0, cases = 0;

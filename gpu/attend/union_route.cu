@@ -56,10 +56,11 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
   return cudaGetLastError();
 }
 
-cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                         const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                         const AttendGeometry& g, float scale, const KvOuterPlan& plan, const UnionTileRouting& routing,
-                         void* workspace, double* out, double* lse, cudaStream_t stream) {
+cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                         const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                         const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
+                         const UnionTileRouting& routing, void* workspace, double* out, double* lse,
+                         cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   const DeviceCaps caps = CurrentDeviceCaps();
   if (!KvOuterWgmmaFits(g, caps) || !UnionTileFits(g, caps)) return cudaErrorNotSupported;
@@ -69,7 +70,8 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                       stream, kv_outer::WgmmaTiles(), route);
   if (err != cudaSuccess) return err;
-  return UnionTileWsAttend(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, route, out, lse, stream);
+  return UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, route, out, lse,
+                           stream);
 }
 
 }  // namespace msa::gpu

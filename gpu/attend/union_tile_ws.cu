@@ -6,10 +6,11 @@
 // UnionTileWsKernel: 384 threads = consumer warpgroups 0 and 1 (rows 0-63, 64-127, 224 registers each thread) and a
 // producer warpgroup (56 registers).
 //   union        built in shared memory by all threads, then the roles split (no CTA-wide barrier after)
-//   producer     K(b) and V(b) of every union block in order, each into stage b % 2 once the consumers released
-//                the stage's previous block (empty barriers, 256 arrivals), by cp.async from 128 threads; a load is
-//                published (full barriers, 128 arrivals, after wait_group and the proxy fence) when the next one has
-//                been issued, or before the producer blocks
+//   producer     one thread: K(b) and V(b) of every union block in order, each into stage b % 2 once the consumers
+//                released the stage's previous block (empty barriers, 256 arrivals), as two bulk tensor copies of
+//                [128 keys][64 dims] (128-byte swizzle) completing on the stage's full barrier. Keys of the block
+//                past those its queries see are loaded too (zero past the tensor's end): they are masked out of S
+//                and meet p = 0 in P V, so the sums are those of UnionTileKernel's zero-filled tiles
 //   consumer w   turn b (b = 0 .. size): wait K(b) and V(b - 1); [named barrier: my turn] issue S(b) = Q K(b)^T if
 //                its queries chose block b, and O += P(b - 1) V(b - 1) if they chose b - 1; [the other warpgroup's
 //                turn]; wait S(b), release K(b); softmax(b) (while the other warpgroup's matrix work runs); wait
@@ -17,6 +18,9 @@
 // The turns alternate between the warpgroups (FlashAttention-3's ping-pong): warpgroup 1 starts by letting
 // warpgroup 0 go first. Each row sees the same operations in the same order as in UnionTileKernel.
 // docs:end gpu-union-tile-ws
+#include <cuda.h>  // CUtensorMap (types only: the encoder comes through the runtime's driver entry point)
+#include <cudaTypedefs.h>
+
 #include <algorithm>
 #include <climits>
 
@@ -43,54 +47,30 @@ constexpr size_t kSmemBytes =
 static_assert(kSmemBytes == kUnionTileWsSmemBytes, "UnionTileFits (gpu/common/kernel_fits.h)");
 
 #if defined(MSA_WGMMA_ENABLED)
-constexpr int kProducers = kThreads - kConsumers;
 // Named barriers: 1 = Q has landed (consumers); 2 + w = warpgroup w's turn.
 constexpr int kQReady = 1, kTurn0 = 2;
 // Registers per thread after the split: 56 x 128 + 224 x 256 = 168 x 384 (the cap at entry).
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;
 
-// The producer warpgroup (thread p of 128): every union block's K then V, in order (see the top of this file).
-__device__ inline void Produce(const UnionSmem& u, const uint16_t* k, const uint16_t* v, const AttendGeometry& g, int r,
-                               uint32_t k_smem, uint32_t v_smem, uint32_t bars, int p) {
-  const auto full = [&](int load) {  // load = 2 b + (0: K, 1: V)
-    return bars + uint32_t((load % 2 == 0 ? offsetof(Barriers, full_k) : offsetof(Barriers, full_v)) +
-                           (load / 2) % kStages * 8);
-  };
-  const auto empty = [&](int load) {
-    return bars + uint32_t((load % 2 == 0 ? offsetof(Barriers, empty_k) : offsetof(Barriers, empty_v)) +
-                           (load / 2) % kStages * 8);
-  };
-  int pending = -1;  // the load issued last, not yet published
-  const auto publish = [&](bool all) {
-    if (all) {
-      wgmma::CopyAsyncWait<0>();
-    } else {
-      wgmma::CopyAsyncWait<1>();
-    }
-    wgmma::FenceProxyAsyncShared();
-    mbarrier::Arrive(full(pending));
-  };
-  for (int load = 0; load < 2 * u.size; ++load) {
-    const int b = load / 2;
-    if (b >= kStages) {  // the stage's previous block (b - 2) must be released, phase (b - 2) / 2
-      const uint32_t parity = uint32_t((b - kStages) / kStages) & 1u;
-      if (!mbarrier::Test(empty(load), parity)) {
-        if (pending >= 0) publish(true);
-        pending = -1;
-        mbarrier::Wait(empty(load), parity);
-      }
-    }
+// The producer (one thread): every union block's K then V, in order (see the top of this file). k_map and v_map:
+// [total_k][Hkv][dims] in boxes of [128 keys][1 head][64 dims].
+__device__ inline void Produce(const UnionSmem& u, const CUtensorMap* k_map, const CUtensorMap* v_map, int r,
+                               uint32_t k_smem, uint32_t v_smem, Barriers& bar) {
+  for (int b = 0; b < u.size; ++b) {
     const uint32_t stage = uint32_t(b % kStages) * kKvBytes;
-    if (load % 2 == 0) {
-      LoadKv<kProducers>(k_smem + stage, k, g.d, g.hkv, u.kv_row[b], r, u.keys[b], p);
-    } else {
-      LoadKv<kProducers>(v_smem + stage, v, g.dv, g.hkv, u.kv_row[b], r, u.keys[b], p);
-    }
-    wgmma::CopyAsyncCommit();
-    if (pending >= 0) publish(false);
-    pending = load;
+    const uint32_t released = uint32_t((b - kStages) / kStages) & 1u;  // the phase of block b - 2's release
+    const int row = int(u.kv_row[b]);
+    const uint32_t full_k = wgmma::SharedAddress(&bar.full_k[b % kStages]);
+    const uint32_t full_v = wgmma::SharedAddress(&bar.full_v[b % kStages]);
+    if (b >= kStages) mbarrier::Wait(wgmma::SharedAddress(&bar.empty_k[b % kStages]), released);
+    mbarrier::ArriveExpectTx(full_k, kKvBytes);
+    mbarrier::TensorLoad3d(k_smem + stage, k_map, 0, r, row, full_k);
+    mbarrier::TensorLoad3d(k_smem + stage + kKvHalfBytes, k_map, 64, r, row, full_k);
+    if (b >= kStages) mbarrier::Wait(wgmma::SharedAddress(&bar.empty_v[b % kStages]), released);
+    mbarrier::ArriveExpectTx(full_v, kKvBytes);
+    mbarrier::TensorLoad3d(v_smem + stage, v_map, 0, r, row, full_v);
+    mbarrier::TensorLoad3d(v_smem + stage + kKvHalfBytes, v_map, 64, r, row, full_v);
   }
-  if (pending >= 0) publish(true);
 }
 
 // A consumer warpgroup's turns over the union (see the top of this file), then its rows of out and lse.
@@ -156,11 +136,11 @@ __device__ inline void Consume(const UnionSmem& u, Barriers& bar, uint32_t q_sme
 
 template <int kLowp>
 __global__ void __launch_bounds__(kThreads, 1)
-    UnionTileWsKernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
-                      const int32_t* __restrict__ topk, const int64_t* __restrict__ position,
-                      const int64_t* __restrict__ key_begin, const int32_t* __restrict__ first_block,
-                      const AttendGeometry g, float scale, const uint8_t* __restrict__ route, double* __restrict__ out,
-                      double* __restrict__ lse) {
+    UnionTileWsKernel(const uint16_t* __restrict__ q, const __grid_constant__ CUtensorMap k_map,
+                      const __grid_constant__ CUtensorMap v_map, const int32_t* __restrict__ topk,
+                      const int64_t* __restrict__ position, const int64_t* __restrict__ key_begin,
+                      const int32_t* __restrict__ first_block, const AttendGeometry g, float scale,
+                      const uint8_t* __restrict__ route, double* __restrict__ out, double* __restrict__ lse) {
 #if defined(MSA_WGMMA_ENABLED)
   const int64_t tile = blockIdx.x;
   if (route != nullptr && route[tile] == 0) return;
@@ -173,15 +153,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   unsigned char* after_tiles = union_smem + pad + kQBytes + 2 * kStages * kKvBytes;
   UnionSmem& u = *reinterpret_cast<UnionSmem*>(after_tiles);
   Barriers& bar = *reinterpret_cast<Barriers*>(after_tiles + sizeof(UnionSmem));
-  const uint32_t bars = wgmma::SharedAddress(&bar);
 
   const int tid = threadIdx.x;
   const int group = g.hq / g.hkv, qpt = kRows / group, r = int(tile % g.hkv);
   const int64_t t_first = (tile / g.hkv) * qpt;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier::Init(wgmma::SharedAddress(&bar.full_k[s]), kProducers);
-      mbarrier::Init(wgmma::SharedAddress(&bar.full_v[s]), kProducers);
+      mbarrier::Init(wgmma::SharedAddress(&bar.full_k[s]), 1);
+      mbarrier::Init(wgmma::SharedAddress(&bar.full_v[s]), 1);
       mbarrier::Init(wgmma::SharedAddress(&bar.empty_k[s]), kConsumers);
       mbarrier::Init(wgmma::SharedAddress(&bar.empty_v[s]), kConsumers);
     }
@@ -191,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   BuildUnion<kThreads>(u, topk, position, key_begin, first_block, g, t_first, r, qpt, tid);  // ends with a barrier
   if (tid >= kConsumers) {                                                                   // the producer warpgroup
     mbarrier::ReleaseRegisters<kProducerRegisters>();
-    Produce(u, k, v, g, r, k_smem, v_smem, bars, tid - kConsumers);
+    if (tid == kConsumers) Produce(u, &k_map, &v_map, r, k_smem, v_smem, bar);
   } else {
     mbarrier::TakeRegisters<kConsumerRegisters>();
     Consume<kLowp>(u, bar, q_smem, k_smem, v_smem, g, scale, t_first, r, tid, out, lse);
@@ -203,19 +182,48 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                              const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                              const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
-                              cudaStream_t stream) {
+namespace {
+
+// A [rows][heads][dims] tensor of 16-bit values as a tensor map of [128 rows][1 head][64 dims] boxes, 128-byte
+// swizzle, zero fill past its bounds (cuTensorMapEncodeTiled, through the runtime's driver entry point).
+cudaError_t EncodeKvMap(const uint16_t* base, int64_t rows, int heads, int dims, CUtensorMap* map) {
+  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
+  if (encode == nullptr) {
+    cudaDriverEntryPointQueryResult found;
+    const cudaError_t err = cudaGetDriverEntryPointByVersion(
+        "cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000, cudaEnableDefault, &found);
+    if (err != cudaSuccess) return err;
+    if (found != cudaDriverEntryPointSuccess || encode == nullptr) return cudaErrorNotSupported;
+  }
+  const cuuint64_t dim[3] = {cuuint64_t(dims), cuuint64_t(heads), cuuint64_t(rows)};
+  const cuuint64_t stride[2] = {cuuint64_t(dims) * 2, cuuint64_t(dims) * heads * 2};  // bytes, dims 1 and 2
+  const cuuint32_t box[3] = {64, 1, uint32_t(kKeys)}, element_stride[3] = {1, 1, 1};
+  const CUresult result = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<uint16_t*>(base), dim, stride, box,
+                                 element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
+}
+
+}  // namespace
+
+cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                              const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                              const int32_t* first_block, const AttendGeometry& g, float scale, const uint8_t* route,
+                              double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!UnionTileFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
+  if (total_k <= 0 || total_k > INT_MAX) return cudaErrorInvalidValue;  // copy coordinates are 32-bit
+  CUtensorMap k_map, v_map;
+  cudaError_t map_err = EncodeKvMap(k, total_k, g.hkv, g.d, &k_map);
+  if (map_err == cudaSuccess) map_err = EncodeKvMap(v, total_k, g.hkv, g.dv, &v_map);
+  if (map_err != cudaSuccess) return map_err;
   const auto kernel = lowp == kLowpBF16 ? UnionTileWsKernel<kLowpBF16> : UnionTileWsKernel<kLowpF16>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (err != cudaSuccess) return err;
   const int64_t tiles = UnionTileCount(g);
   if (tiles > INT_MAX) return cudaErrorInvalidValue;
-  kernel<<<unsigned(tiles), kThreads, kSmemBytes, stream>>>(q, k, v, topk, position, key_begin, first_block, g, scale,
-                                                            route, out, lse);
+  kernel<<<unsigned(tiles), kThreads, kSmemBytes, stream>>>(q, k_map, v_map, topk, position, key_begin, first_block, g,
+                                                            scale, route, out, lse);
   return cudaGetLastError();
 }
 

@@ -334,6 +334,7 @@ AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q) {
 KernelShapes ShapesOf(const Config& config, const Batch& batch) {
   KernelShapes s;
   s.total_q = batch.total_q();
+  s.total_k = batch.cu_seqlens_k.empty() ? 0 : batch.cu_seqlens_k.back();
   const int64_t bk = config.block_size;
   for (int64_t b = 0; b < batch.num_sequences(); ++b) {
     const int64_t q_len = batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b];

@@ -90,6 +90,7 @@ struct KernelShapes {
   int64_t max_blocks = 0;              // ceil(longest k_len / block_size): the row stride of the block scores
   int64_t num_blocks = 0;              // sum over the sequences of ceil(k_len / block_size)
   bool one_query_per_sequence = true;  // every sequence has at most one query (decode)
+  int64_t total_k = 0;                 // rows of k and v: the batch's keys
 };
 KernelShapes ShapesOf(const Config& config, const Batch& batch);
 // The main branch's launch geometry of `config` over total_q queries.

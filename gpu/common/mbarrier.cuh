@@ -1,5 +1,6 @@
 // Shared-memory barriers for warp-specialized kernels (sm_90): mbarrier objects (PTX ISA 9.7.13.15, "Parallel
-// Synchronization and Communication Instructions: mbarrier") and named barriers (bar.sync / bar.arrive, 9.7.13.1).
+// Synchronization and Communication Instructions: mbarrier"), the bulk tensor copies that complete on them, and named
+// barriers (bar.sync / bar.arrive, 9.7.13.1).
 // An mbarrier completes a phase when its expected arrival count is reached; a waiter names the phase by its parity
 // (phase n: n & 1). arrive has release and the waits acquire semantics at CTA scope, so shared-memory writes
 // before an arrive are visible after the matching wait. Addresses are shared-state-space addresses (wgmma.cuh
@@ -34,6 +35,27 @@ __device__ inline void ReleaseRegisters() {
 template <int kRegisters>
 __device__ inline void TakeRegisters() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegisters));
+}
+
+// Arrives and adds `bytes` to the transactions the current phase waits for (the bulk copies' complete_tx).
+__device__ inline void ArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "{\n"
+      ".reg .b64 state;\n"
+      "mbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n"
+      "}\n" ::"r"(bar),
+      "r"(bytes)
+      : "memory");
+}
+
+// Bulk tensor copy (9.7.9.25, cp.async.bulk.tensor, sm_90) of the box at (c0, c1, c2) of a 3-D tensor map into
+// shared memory at `dst`, completing `bytes` = the box size as transactions on mbarrier `bar`.
+__device__ inline void TensorLoad3d(uint32_t dst, const void* tensor_map, int c0, int c1, int c2, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n" ::
+          "r"(dst),
+      "l"(tensor_map), "r"(c0), "r"(c1), "r"(c2), "r"(bar)
+      : "memory");
 }
 
 // Blocks until the phase of parity `parity` has completed.

@@ -183,13 +183,14 @@ cudaError_t AttendUnionTile(const AttendArgs& a) {
                          a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
 }
 cudaError_t AttendUnionTileWs(const AttendArgs& a) {
-  return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
-                           a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
+  return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
+                           a.in.first_block, a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse,
+                           a.stream);
 }
 cudaError_t AttendRouted(const AttendArgs& a) {
-  return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
-                      a.ws.geometry, a.scale(), a.ws.kv_outer, UnionTileRoutingOf(a.config, kH200Ceilings),
-                      a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+  return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
+                      a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer,
+                      UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
 }
 
 using AttendFn = cudaError_t (*)(const AttendArgs&);
@@ -364,6 +365,7 @@ Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan
 Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes, const KernelPlan& plan,
                                AttendWorkspace* ws) {
   ws->geometry = AttendGeometryOf(config, shapes.total_q);
+  ws->total_k = shapes.total_k;
   ws->kv_outer = KvOuterPlan{};
   if (!IsKvOuter(plan.attend)) return Status::Ok();
   ws->kv_outer = PlanKvOuter(ws->geometry, shapes.num_blocks, kChunkBudgetBytes, plan.lists == KvLists::kDirect);

@@ -105,6 +105,7 @@ struct DeviceAttendOutputs {
 // The KV-outer lists and partial results (empty for the other main-branch kernels).
 struct AttendWorkspace {
   AttendGeometry geometry;
+  int64_t total_k = 0;  // rows of k and v (the bulk tensor copies' bounds)
   KvOuterPlan kv_outer;
   DeviceBuffer<unsigned char> bytes;
 };
