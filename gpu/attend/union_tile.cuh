@@ -6,6 +6,7 @@
 // sequences) and one kv group r, i.e. 128 (query, head) rows, row = query slot x group + head; warpgroup w computes
 // rows 64w..64w+63. Its union: the ascending distinct global block ids (first_block[t] + id) its rows selected, with
 // a bit per query slot that chose each, built in shared memory (O(E^2), E = queries x top_k <= 1024).
+// docs:begin gpu-union-tile-math
 // Per union block, per warpgroup whose queries chose it:
 //   S = Q K^T      8 x wgmma m64n128k16 (Q and K K-major in shared memory, 128-byte swizzle), fp32 accumulators
 //   softmax        s = R(R(dot) * scale) in the storage format (as the KV-outer tiles), -inf past the row's position
@@ -14,6 +15,7 @@
 //                  (fp32), O = alpha O
 //   O += P V       8 x wgmma m64n128k16, P from registers, V MN-major in shared memory
 // then out = O / l and lse = m + log l per row, widened to FP64. A row's bits depend on its own selection only.
+// docs:end gpu-union-tile-math
 #ifndef MSA_GPU_ATTEND_UNION_TILE_CUH_
 #define MSA_GPU_ATTEND_UNION_TILE_CUH_
 
