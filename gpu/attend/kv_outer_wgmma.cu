@@ -170,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 #if defined(MSA_WGMMA_ENABLED)
   extern __shared__ __align__(16) unsigned char wgmma_smem[];  // 1024-byte alignment is made below, not assumed
   const uint32_t raw = wgmma::SharedAddress(wgmma_smem);
-  const uint32_t pad = (1024u - raw % 1024u) % 1024u;   // swizzle atoms start on 1024-byte boundaries
+  const uint32_t pad = wgmma::PadTo1024(raw);           // swizzle atoms start on 1024-byte boundaries
   const uint32_t q_smem = raw + pad;                    // [kQStages][2][64][128 B]
   const uint32_t k_smem = q_smem + kQStages * kQBytes;  // [2][128][128 B]
   const uint32_t v_smem = k_smem + kKvBytes;            // [2][128][128 B]
@@ -234,16 +234,11 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
     wgmma::FenceProxyAsyncShared();
     __syncthreads();
 
-    // S = Q K^T: k-step kk covers dims 16kk..16kk+15: column block kk / 4, 32 bytes per step inside it.
+    // S = Q K^T
     float s[64];
     const uint64_t q_desc = wgmma::MakeDescriptor(q_cur, 16, kAtomBytes);
     wgmma::Fence();
-#pragma unroll
-    for (int kk = 0; kk < kDims / 16; ++kk) {
-      const uint32_t step = (kk % 4) * 32;
-      wgmma::MmaSS<kLowp>(s, wgmma::AdvanceDescriptor(q_desc, (kk / 4) * kQHalfBytes + step),
-                          wgmma::AdvanceDescriptor(k_desc, (kk / 4) * kKvHalfBytes + step), kk > 0);
-    }
+    wgmma::MmaQKt128<kLowp>(s, q_desc, k_desc, kQHalfBytes, kKvHalfBytes);
     wgmma::CommitGroup();
 
     // While S runs: Q of the next tile, and the list entries of the tile after it.

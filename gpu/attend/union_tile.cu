@@ -41,7 +41,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (route != nullptr && route[tile] == 0) return;
   extern __shared__ __align__(16) unsigned char union_smem[];  // 1024-byte alignment is made below
   const uint32_t raw = wgmma::SharedAddress(union_smem);
-  const uint32_t pad = (1024u - raw % 1024u) % 1024u;
+  const uint32_t pad = wgmma::PadTo1024(raw);
   const uint32_t q_smem = raw + pad;          // [2 wg][2][64][128 B]
   const uint32_t kv_smem = q_smem + kQBytes;  // [2 stages][K, V][2][128][128 B]
   UnionSmem& u = *reinterpret_cast<UnionSmem*>(union_smem + pad + kQBytes + kStages * kStageBytes);

@@ -172,14 +172,8 @@ __device__ inline RowSlots RowSlotsOf(const UnionSmem& u, int group, int qpt, in
 // S = Q K^T of one warpgroup (issued, committed; the caller waits).
 template <int kLowp>
 __device__ inline void IssueScores(float (&s)[64], uint64_t q_desc, uint32_t k_smem) {
-  const uint64_t k_desc = wgmma::MakeDescriptor(k_smem, 16, kAtomBytes);
   wgmma::Fence();
-#pragma unroll
-  for (int kk = 0; kk < kDims / 16; ++kk) {
-    const uint32_t step = (kk % 4) * 32;
-    wgmma::MmaSS<kLowp>(s, wgmma::AdvanceDescriptor(q_desc, (kk / 4) * kQHalfBytes + step),
-                        wgmma::AdvanceDescriptor(k_desc, (kk / 4) * kKvHalfBytes + step), kk > 0);
-  }
+  wgmma::MmaQKt128<kLowp>(s, q_desc, wgmma::MakeDescriptor(k_smem, 16, kAtomBytes), kQHalfBytes, kKvHalfBytes);
   wgmma::CommitGroup();
 }
 

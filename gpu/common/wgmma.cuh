@@ -59,6 +59,9 @@ __host__ __device__ constexpr uint32_t SwizzledOffset(uint32_t row, uint32_t chu
 
 __device__ inline uint32_t SharedAddress(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
+// Bytes from `shared_address` to the next 1024-byte boundary (swizzle atoms must start on one).
+__device__ inline uint32_t PadTo1024(uint32_t shared_address) { return (1024u - shared_address % 1024u) % 1024u; }
+
 // 16 bytes global -> shared (shared address), zero-filled when !valid (the global address is not read then).
 __device__ inline void CopyAsync16(uint32_t smem_address, const void* global, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_address), "l"(global), "r"(valid ? 16 : 0)
@@ -151,6 +154,20 @@ __device__ inline void MmaSS(float (&d)[64], uint64_t a_desc, uint64_t b_desc, i
 // for B MN-major (imm-trans-b = 1: B's N index is the contiguous one, as in V stored [keys][dims],
 // gpu/attend/kv_outer_wgmma.cu), 0 for B K-major (B's K index contiguous, as in index_k stored [keys][dims],
 // gpu/index/block_max_wgmma.cu).
+// S = Q K^T of one warpgroup over 128 dims: Q [2][64 rows][128 B] (dims 0-63 | 64-127, q_half_bytes apart) and K
+// [2][128 rows][128 B] (k_half_bytes apart), both K-major with the 128-byte swizzle; k-step kk covers dims
+// 16kk..16kk+15: column block kk / 4, 32 bytes per step inside it. Issued only (no fence, commit or wait).
+template <int kLowp>
+__device__ inline void MmaQKt128(float (&s)[64], uint64_t q_desc, uint64_t k_desc, uint32_t q_half_bytes,
+                                 uint32_t k_half_bytes) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t step = (kk % 4) * 32;
+    MmaSS<kLowp>(s, AdvanceDescriptor(q_desc, (kk / 4) * q_half_bytes + step),
+                 AdvanceDescriptor(k_desc, (kk / 4) * k_half_bytes + step), kk > 0);
+  }
+}
+
 template <int kLowp, int kTransB>
 __device__ inline void MmaRS(float (&d)[64], const uint32_t (&a)[4], uint64_t b_desc, int accumulate) {
   static_assert(kTransB == 0 || kTransB == 1, "imm-trans-b is 0 or 1");
