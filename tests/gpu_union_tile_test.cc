@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "bench/selections.h"
+#include "gpu/common/kernel_fits.h"
 #include "gpu/common/union_tile_plan.h"
 #include "oracle/cases.h"
 #include "oracle/problem.h"
