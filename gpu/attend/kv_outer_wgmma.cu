@@ -274,16 +274,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 
     // Scores, masked past each row's position, and the row maxima.
     float m_row[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
-        float& x = s[4 * j + e];
-        x = key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
-        m_row[h] = fmaxf(m_row[h], x);
-      }
-    }
+    wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_row);
     float m_log2[2];  // exp(s - m) = exp2(s log2e - m log2e); a row with no key (padding) gets p = 0, not NaN
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

@@ -203,22 +203,6 @@ __device__ inline float Exp2Approx(float x) {
   return y;
 }
 
-// The scores of a thread's two rows rounded as R(R(dot) * scale), -inf from key_limit[h] on (kMasked; without it
-// every key of the block is visible to both rows), and folded into the row maxima m.
-template <int kLowp, bool kMasked>
-__device__ inline void RoundAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig, float (&m)[2]) {
-#pragma unroll
-  for (int j = 0; j < kKeys / 8; ++j) {
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
-      float& x = s[4 * j + e];
-      x = !kMasked || key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
-      m[h] = fmaxf(m[h], x);
-    }
-  }
-}
-
 // The softmax of union block `b` on the finished scores s (rounded, masked, exponentiated in place: s holds p after),
 // updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
 template <int kLowp>
@@ -236,9 +220,9 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
   }
   float m_new[2] = {state.m[0], state.m[1]};
   if (key_limit[0] == kKeys && key_limit[1] == kKeys) {
-    RoundAndMax<kLowp, false>(s, key_limit, scale, tig, m_new);
+    wgmma::RoundScoresAndMax<kLowp, false>(s, key_limit, scale, tig, m_new);
   } else {
-    RoundAndMax<kLowp, true>(s, key_limit, scale, tig, m_new);
+    wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_new);
   }
   float m_log2[2];  // a row with no key yet keeps p = 0 (its O and l are 0)
 #pragma unroll

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 
+#include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
 
 #if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 900) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -165,6 +166,24 @@ __device__ inline void MmaQKt128(float (&s)[64], uint64_t q_desc, uint64_t k_des
     const uint32_t step = (kk % 4) * 32;
     MmaSS<kLowp>(s, AdvanceDescriptor(q_desc, (kk / 4) * q_half_bytes + step),
                  AdvanceDescriptor(k_desc, (kk / 4) * k_half_bytes + step), kk > 0);
+  }
+}
+
+// The fp32 accumulators of a 64 x 128 score tile (this thread's two rows, lane % 4 = tig) rounded as a plain
+// same-precision evaluation materializes them, R(R(dot) * scale), -inf from key_limit[h] on (kMasked; without it
+// every key is visible to both rows), and folded into the row maxima m.
+template <int kLowp, bool kMasked>
+__device__ inline void RoundScoresAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig,
+                                         float (&m)[2]) {
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
+      float& x = s[4 * j + e];
+      x = !kMasked || key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
+      m[h] = fmaxf(m[h], x);
+    }
   }
 }
 
