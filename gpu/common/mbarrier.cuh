@@ -71,21 +71,6 @@ __device__ inline void Wait(uint32_t bar, uint32_t parity) {
       : "memory");
 }
 
-// Whether the phase of parity `parity` has completed (does not block).
-__device__ inline bool Test(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-
 // Named barriers: `threads` (a multiple of 32) arrivals complete barrier `id`; Sync waits for them, Arrive does not.
 __device__ inline void NamedSync(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
