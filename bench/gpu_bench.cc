@@ -292,7 +292,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.index_ms = Median(index_ms);
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
-  const bool kv_outer = IsKvOuter(plan.attend);
+  const bool kv_outer = TakesKvOuterWorkspace(plan.attend);  // graph-capturable main branch
   if (kv_outer) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
     result.main_graph_ms = GraphReplayMs(
         stream, reps, main_timer,

@@ -149,6 +149,18 @@ def ours(binary, mode, n, reps, *extra):
     return result
 
 
+def write_report(stem, result, lines):
+    """Writes stem.json (result) and stem.md (the lines), prints the markdown; the exit status: 0 when every row of
+    result["rows"] passed its checks."""
+    with open(stem + ".json", "w") as f:
+        json.dump(result, f, indent=1)
+    table = "\n".join(lines) + "\n"
+    with open(stem + ".md", "w") as f:
+        f.write(table)
+    print(table)
+    return 0 if all(r.get("checks_passed") for r in result["rows"]) else 1
+
+
 def ints(text):
     return [int(x) for x in text.split(",") if x]
 

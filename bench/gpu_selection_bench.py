@@ -14,12 +14,11 @@ Usage: python3 bench/gpu_selection_bench.py --bin BUILD/bench/gpu_bench --out DI
 Writes DIR/gpu_selection_bench_<date>[_T].json and .md and prints the markdown."""
 import argparse
 import datetime
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_bench import ceilings, ints, ours, sdpa_prefill  # noqa: E402  (the main benchmark's ceilings, peer, driver)
+from gpu_bench import ceilings, ints, ours, sdpa_prefill, write_report  # noqa: E402  (the main benchmark's ceilings, peer, driver)
 
 # (selection, index inputs): the generators of bench/selections.h, and the indexer's own selection on i.i.d. and on
 # structured index inputs (bench/structured_index.h).
@@ -73,8 +72,6 @@ def main():
     date = datetime.date.today().isoformat()
     result = dict(date=date, commit=args.commit, ceilings=ceiling, sdpa_ms=sdpa_ms, rows=rows)
     stem = os.path.join(args.out, f"gpu_selection_bench_{date}" + (f"_{args.tag}" if args.tag else ""))
-    with open(stem + ".json", "w") as f:
-        json.dump(result, f, indent=1)
     lines = [f"# Main branch by selection and plan, M3 prefill (bf16; Hq 64, Hkv 4, D 128, Bk 128, top_k 16)", "",
              f"commit {args.commit}; bf16 GEMM ceiling {ceiling['gemm_bf16_tflops']:.1f} TFLOP/s measured in this "
              f"run; median of {args.reps} repetitions"
@@ -91,11 +88,7 @@ def main():
         lines.append(f"| {r['n']} | {r['selection']} | {attend} | {r['union4']:.1f} | {r['union8']:.1f} | "
                      f"{r['main_ms']:.2f} | {100 * r['main_share_of_gemm']:.1f} | {prefill} | "
                      f"{'pass' if r['checks_passed'] else 'FAIL'} |")
-    table = "\n".join(lines) + "\n"
-    with open(stem + ".md", "w") as f:
-        f.write(table)
-    print(table)
-    return 0 if all(r.get("checks_passed") for r in rows) else 1
+    return write_report(stem, result, lines)
 
 
 if __name__ == "__main__":

@@ -180,6 +180,7 @@ struct KvOuterPlan {
   int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
   size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
   size_t union_route = 0;  // RoutedAttend's route, [UnionTileCount(g)] bytes
+  size_t arrivals = 0;     // SplitKAttend's arrival counters, [chunk_q * Hkv] int32, zero between calls
   size_t scan_temp_bytes = 0, bytes = 0;
   bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
   int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)
@@ -201,6 +202,17 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
+
+// The main branch split over selection slots (gpu/attend/split_k.cu): one CTA per (query, group, slot) computes
+// KvOuterAttend's tile of that block alone and the last of a (query, group)'s CTAs merges its rows with
+// KvOuterAttend's merge, so out and lse are KvOuterAttend's bits. One launch per chunk of plan.chunk_q queries, a
+// programmatic dependent of the kernel before it on `stream` (it waits for that kernel before reading topk).
+// workspace: PlanKvOuter's layout; its arrival counters must be zero before the first call (each call leaves them
+// zero). Needs KvOuterAttendFits(g).
+cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                         const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
+                         const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                         cudaStream_t stream = nullptr);
 
 // Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
 // consecutive queries x one group, UnionTileCount(g) tiles, tile = run * Hkv + group) walks the ascending union of

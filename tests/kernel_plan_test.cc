@@ -190,6 +190,8 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=per-sequence,topk=warp,lists=-,attend=union-tile");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed",
              "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
+  ExpectRuns(lowp, Decode(4, 2, 512), kA100Caps, "attend=split-k",
+             "index=mma,batch=batched,topk=warp,lists=-,attend=split-k");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -232,6 +234,8 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=q-outer", "shared memory");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=split-k", "top_k <= 32");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }
@@ -256,7 +260,7 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
   };
   EXPECT_NE(message("attend=kv_outer")
                 .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, union-tile-ws, routed)"),
+                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, union-tile-ws, routed, split-k)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -280,7 +284,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 8));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 9));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

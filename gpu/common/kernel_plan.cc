@@ -44,7 +44,8 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
                                                 {AttendKernel::kUnionTileWs, "union-tile-ws"},
-                                                {AttendKernel::kRouted, "routed"}};
+                                                {AttendKernel::kRouted, "routed"},
+                                                {AttendKernel::kSplitK, "split-k"}};
 
 template <typename E, size_t N>
 const char* NameOf(const Named<E> (&names)[N], E value) {
@@ -77,6 +78,8 @@ Status ParseValue(const Named<E> (&names)[N], std::string_view key, std::string_
 bool IsKvOuter(AttendKernel kernel) {
   return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma || kernel == AttendKernel::kRouted;
 }
+
+bool TakesKvOuterWorkspace(AttendKernel kernel) { return IsKvOuter(kernel) || kernel == AttendKernel::kSplitK; }
 
 namespace {
 
@@ -250,7 +253,7 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                       CapsText(caps) + ")");
   }
   if ((requested == AttendKernel::kKvOuter || requested == AttendKernel::kKvOuterWgmma ||
-       requested == AttendKernel::kRouted) &&
+       requested == AttendKernel::kRouted || requested == AttendKernel::kSplitK) &&
       !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }

@@ -64,10 +64,13 @@ enum class AttendKernel {
   kUnionTile,     // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
   kUnionTileWs,   // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,        // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma, general lists) by its union
+  kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), the last to arrive merges (kv-outer's bits)
 };
 
 // Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, and path K of routed).
 bool IsKvOuter(AttendKernel kernel);
+// Whether the main branch takes a KvOuterPlan workspace (partial results): the KV-outer kernels and split-k.
+bool TakesKvOuterWorkspace(AttendKernel kernel);
 
 struct KernelPlan {
   IndexKernel index = IndexKernel::kAuto;

@@ -37,7 +37,7 @@ struct SelectArgs {
   unsigned long long* bad_row() const { return out.flags; }
 };
 
-// ---- index kernels: the block scores of one chunk into the workspace (filled with -inf first) ----
+// ---- index kernels: the block scores of one chunk into the workspace (its visible blocks) ----
 
 cudaError_t ScoreExact(const SelectArgs& a, const ChunkGeometry& g) {
   const double scale = a.config.IndexScale();
@@ -192,6 +192,10 @@ cudaError_t AttendRouted(const AttendArgs& a) {
                       a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer,
                       UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
 }
+cudaError_t AttendSplitK(const AttendArgs& a) {
+  return SplitKAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
+                      a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+}
 
 using AttendFn = cudaError_t (*)(const AttendArgs&);
 AttendFn AttendKernelFor(AttendKernel kernel) {
@@ -212,6 +216,8 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
       return AttendUnionTileWs;
     case AttendKernel::kRouted:
       return AttendRouted;
+    case AttendKernel::kSplitK:
+      return AttendSplitK;
     case AttendKernel::kAuto:
       break;
   }
@@ -317,6 +323,9 @@ Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan
   const SelectArgs a{config, inputs, selection, *workspace, stream};
   const bool exact = config.precision == Precision::kExact;
   const int64_t hidx = config.num_kv_heads, total_q = batch.total_q();
+  // Every index kernel writes each row's visible blocks and every ranking kernel reads no others, so the -inf fill of
+  // the rest is only for whoever reads whole rows: on_scores, and the binary16 rounding of score_format fp16.
+  const bool fill_rows = on_scores || config.score_format == ScoreFormat::kFp16;
   int64_t done_queries = 0, mean_keys_of = -1;
   for (size_t i = 0; i < workspace->chunks.size(); ++i) {
     const ChunkGeometry& g = workspace->chunks[i];
@@ -328,9 +337,9 @@ Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan
       mean_keys_of = workspace->sequence_of_chunk[i];
       MSA_CUDA_RETURN_IF_ERROR(ExactFullBlockMeans(inputs.index_k_wide, g, workspace->means.get()));
     }
-    if (exact) {
+    if (fill_rows && exact) {
       MSA_CUDA_RETURN_IF_ERROR(FillDouble(workspace->bs_double.get(), rows * g.max_blocks, -INFINITY, stream));
-    } else {
+    } else if (fill_rows) {
       MSA_CUDA_RETURN_IF_ERROR(FillFloat(workspace->bs_float.get(), rows * g.max_blocks, -INFINITY, stream));
     }
     if (hooks.begin) hooks.begin(Stage::kIndex);
@@ -367,12 +376,16 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
   ws->geometry = AttendGeometryOf(config, shapes.total_q);
   ws->total_k = shapes.total_k;
   ws->kv_outer = KvOuterPlan{};
-  if (!IsKvOuter(plan.attend)) return Status::Ok();
+  if (!TakesKvOuterWorkspace(plan.attend)) return Status::Ok();
   ws->kv_outer = PlanKvOuter(ws->geometry, shapes.num_blocks, kChunkBudgetBytes, plan.lists == KvLists::kDirect);
   if (!ws->kv_outer.ok || (plan.lists == KvLists::kDirect) != ws->kv_outer.direct_lists) {
     return InvalidArgument("gpu pipeline: the KV-outer lists of this plan do not fit this batch (use PlanKernels)");
   }
-  return ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results");
+  MSA_RETURN_IF_ERROR(ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results"));
+  // split-k's arrival counters start at zero (each call leaves them so).
+  MSA_CUDA_RETURN_IF_ERROR(
+      cudaMemset(ws->bytes.get() + ws->kv_outer.arrivals, 0, size_t(ws->kv_outer.chunk_q) * ws->geometry.hkv * 4));
+  return Status::Ok();
 }
 
 Status AttendOnDevice(const Config& config, const KernelPlan& plan, const DeviceAttendInputs& inputs,

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu/common/chunk.cuh"
+#include "gpu/common/dependent_launch.cuh"
 #include "gpu/common/device_query.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
@@ -242,6 +243,7 @@ __device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeomet
 // (EnterSequence), its rows at their offset in the block scores.
 template <int kCap>
 __global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) {
+  AllowDependents();  // a dependent main branch (split-k) may launch now; it waits for this grid's end
   bs += EnterSequence(g, blockIdx.y) * g.max_blocks;
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -333,6 +335,7 @@ template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
     RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
                             unsigned long long* ws) {
+  AllowDependents();
   const int64_t first_row = EnterSequence(g, blockIdx.y);
   bs += first_row * g.max_blocks;
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
@@ -369,6 +372,7 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
 template <int kCap>
 __global__ void __launch_bounds__(256, kCap <= 16 ? 4 : 2)
     RankTopKMergeKernel(ChunkGeometry g, int splits, const unsigned long long* ws, int32_t* topk) {
+  AllowDependents();
   const int64_t first_row = EnterSequence(g, blockIdx.y);
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
