@@ -203,12 +203,12 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
 
-// The main branch split over selection slots (gpu/attend/split_k.cu): one CTA per (query, group, slot) computes
-// KvOuterAttend's tile of that block alone and the last of a (query, group)'s CTAs merges its rows with
-// KvOuterAttend's merge, so out and lse are KvOuterAttend's bits. One launch per chunk of plan.chunk_q queries, a
-// programmatic dependent of the kernel before it on `stream` (it waits for that kernel before reading topk).
-// workspace: PlanKvOuter's layout; its arrival counters must be zero before the first call (each call leaves them
-// zero). Needs KvOuterAttendFits(g).
+// The main branch split over selection slots (gpu/attend/split_k.cu): one CTA per (query, group, slot) computes the
+// partial KvOuterAttend's tile computes for that block, and the last of a (query, group)'s CTAs merges its rows with
+// the arithmetic of KvOuterAttend's merge, so out and lse are KvOuterAttend's bits. One launch per chunk of
+// plan.chunk_q queries, a programmatic dependent of the kernel before it on `stream` (it waits for that kernel before
+// reading topk). workspace: PlanKvOuter's layout; its arrival counters must be zero before the first call (each call
+// leaves them zero). Needs SplitKAttendFits(g).
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse,

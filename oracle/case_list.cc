@@ -265,7 +265,7 @@ std::vector<CaseEntry> BuildList() {
       {.kind = "topk_short", .hq = 4, .hkv = 1, .dim = 16, .block_size = 64, .top_k = 33, .pooling = kMax,
        .lengths = {{70, 1000}, {2, 2100}}, .dtype = kBF16, .seed = 505, .tags = kTagGpuTopKSplit},
       // The KV-outer direct lists: top_k 1 to 32, 0 to 3 init blocks, sequences with fewer blocks than top_k (-1
-      // slots, padding tiles), group sizes 1 to 16; M3 heads over 12 sequences of 128 to 11K keys; and a batch with
+      // slots, padding tiles), group sizes 1 to 32; M3 heads over 12 sequences of 128 to 11K keys; and a batch with
       // a sequence of 3 queries, where the planner refuses the direct lists.
       {.kind = "decode_lists", .hq = 16, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 8, .init_blocks = 1,
        .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 601, .tags = kTagGpuDecodeLists},
@@ -282,6 +282,9 @@ std::vector<CaseEntry> BuildList() {
       {.kind = "decode_lists_mixed", .hq = 8, .hkv = 2, .dim = 32, .block_size = 32, .top_k = 8, .init_blocks = 1,
        .pooling = kMax, .lengths = {{1, 300}, {3, 200}, {1, 40}, {1, 1000}}, .dtype = kBF16, .seed = 607,
        .tags = kTagGpuDecodeLists},
+      // A group of 32 heads: split-k's tile past one m16 row tile (AttendTile on two warps).
+      {.kind = "decode_lists", .hq = 64, .hkv = 2, .dim = 32, .block_size = 32, .top_k = 8, .init_blocks = 1,
+       .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 608, .tags = kTagGpuDecodeLists},
       // The batched index branch (one block-max launch and one top-k for a whole decode batch): mixed k_len and
       // q_len 1 to 16, a sequence with no query, init blocks, top_k 8, 16 and 33, Hidx 1 to 4; M3 heads over 8
       // sequences; few rows over thousands of blocks (split top-k lists at their rows' offset in the batch) next to

@@ -236,6 +236,10 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=split-k", "top_k <= 32");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
+  constexpr DeviceCaps kNinetySixKiB{8, 9, 128, 96 * 1024};  // room for the KV-outer tile, not for split-k's extra
+  ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
+             "index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
+  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "100352 bytes of shared memory");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }

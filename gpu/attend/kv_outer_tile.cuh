@@ -1,6 +1,7 @@
-// The KV-outer tile on mma.sync and the merge of one row's partials, shared by KvOuterAttend's kernels
-// (kv_outer_attend.cu: the list-driven tiles and the merge kernel) and SplitKAttend (split_k.cu: one tile per selection
-// slot, the last of a row's CTAs merging), so that both give the same bits. Internal to gpu/; not a public interface.
+// The KV-outer tile on mma.sync and the merge of one row's partials: KvOuterAttend's kernels (kv_outer_attend.cu: the
+// list-driven tiles and the merge kernel) run them, and SplitKAttend (split_k.cu) runs AttendTile for groups past 16
+// heads and reproduces both's arithmetic elsewhere (OneQueryTile, MergeGroup), so that all give the same bits.
+// Internal to gpu/; not a public interface.
 #ifndef MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
 #define MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
 
@@ -216,8 +217,8 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
 
 // docs:begin gpu-kv-outer-merge
 // MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` ((t - t0) * Hq + head), in
-// ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), so a merge in
-// the kernel that wrote them (SplitKAttend's last arriver, after its fence) never sees a stale L1 line.
+// ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), never from a
+// possibly stale L1 line, so a merge may also run in the kernel that wrote them (after a fence).
 __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, int64_t t, int head, int64_t row,
                                 const float* part_o, const float2* part_ml, double* out, double* lse) {
   using mma::kFullMask;

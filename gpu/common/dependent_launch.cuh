@@ -10,8 +10,6 @@
 
 #include <cuda_runtime.h>
 
-#include "gpu/common/device_query.h"
-
 namespace msa::gpu {
 
 __device__ inline void WaitForPrimary() {
@@ -27,10 +25,14 @@ __device__ inline void AllowDependents() {
 }
 
 // kernel<<<grid, block, smem, stream>>>(args...) as a programmatic dependent of the stream's previous kernel where the
-// device supports it; returns the launch's error.
+// kernel's binary is sm_90 code (so that its WaitForPrimary is compiled in: a binary JIT-compiled from older PTX waits
+// for nothing, and is launched as an ordinary one); returns the launch's error.
 template <typename... Params, typename... Args>
 cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                             Args&&... args) {
+  cudaFuncAttributes binary{};
+  const cudaError_t err = cudaFuncGetAttributes(&binary, kernel);
+  if (err != cudaSuccess) return err;
   cudaLaunchAttribute attribute{};
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;
@@ -40,7 +42,7 @@ cudaError_t LaunchDependent(void (*kernel)(Params...), dim3 grid, dim3 block, si
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = &attribute;
-  config.numAttrs = CurrentDeviceCaps().major >= 9 ? 1 : 0;
+  config.numAttrs = binary.binaryVersion >= 90 ? 1 : 0;
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 

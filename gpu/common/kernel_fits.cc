@@ -54,6 +54,10 @@ bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps) {
   return KvOuterAttendFits(g, caps) && kKvOuterWgmmaSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
 }
 
+bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
+  return KvOuterAttendFits(g, caps) && kSplitKSmemBytes <= size_t(caps.max_shared_bytes);
+}
+
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {
   const int group = g.hq / g.hkv;
   return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kKvOuterDimPad && g.dv <= kKvOuterDimPad && g.bk <= kKvOuterKeyPad &&

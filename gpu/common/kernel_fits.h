@@ -63,6 +63,11 @@ inline constexpr size_t kKvOuterWgmmaSmemBytes = 102752;
 bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
+// SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
+// past it in shared memory.
+inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * 128 * 4 + 8 * 32 * 4 * 4 + 4 * 16 * 4;
+// KvOuterAttendFits with room for kSplitKSmemBytes.
+bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive
 // queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.

@@ -257,6 +257,11 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
       !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }
+  if (requested == AttendKernel::kSplitK && !SplitKAttendFits(g, caps)) {
+    return Refuse("attend", value,
+                  "needs " + std::to_string(kSplitKSmemBytes) +
+                      " bytes of shared memory per block (this device: " + CapsText(caps) + ")");
+  }
   if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
   }
