@@ -43,6 +43,17 @@ __device__ inline TileShared CarveTileShared(unsigned char* smem) {
   return s;
 }
 
+// The rank of this lane's selected id among the row's valid ids (ascending block order; valid ids are distinct,
+// ValidateSelectionForAttend); the whole warp calls it, lane j holding slot j's id (-1: none).
+__device__ inline int SlotRank(int32_t id, int top_k) {
+  int rank = 0;
+  for (int j = 0; j < top_k; ++j) {
+    const int32_t other = __shfl_sync(mma::kFullMask, id, j);
+    rank += other >= 0 && other < id;
+  }
+  return rank;
+}
+
 // docs:begin gpu-kv-outer-tile AttendTile: one tile = one block of one group and up to 64 / G queries that
 // chose it (64 rows: query-major, head-minor). Q rows, K and V of the block's visible keys arrive by cp.async
 // (K with Q, V in a second group, so V lands while S is computed). Warp w multiplies its 16 rows by all 128
@@ -226,11 +237,7 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
   const int32_t* sel = topk + (int64_t(r) * g.total_q + t) * g.top_k;
   const int32_t id = lane < g.top_k ? sel[lane] : -1;
   const bool valid = id >= 0;
-  int rank = 0;  // valid ids are distinct (ValidateSelectionForAttend)
-  for (int j = 0; j < g.top_k; ++j) {
-    const int32_t other = __shfl_sync(kFullMask, id, j);
-    rank += other >= 0 && other < id;
-  }
+  const int rank = SlotRank(id, g.top_k);
   const int nb = __popc(__ballot_sync(kFullMask, valid));
   const int64_t base = row * g.top_k;
   const float2 ml_of_lane = valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);  // lane = slot

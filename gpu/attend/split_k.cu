@@ -228,11 +228,7 @@ __device__ inline void MergeGroup(const int32_t* topk, const AttendGeometry& g, 
   if (tid < 32) {
     const int32_t id = lane < top_k ? topk[(int64_t(r) * g.total_q + t) * top_k + lane] : -1;
     const bool valid = id >= 0;
-    int rank = 0;  // valid ids are distinct (ValidateSelectionForAttend)
-    for (int j = 0; j < top_k; ++j) {
-      const int32_t other = __shfl_sync(kFullMask, id, j);
-      rank += other >= 0 && other < id;
-    }
+    const int rank = kv_outer::SlotRank(id, top_k);
     if (valid) order[rank] = lane;
     const int valid_slots = __popc(__ballot_sync(kFullMask, valid));  // the whole warp takes part
     if (lane == 0) count[0] = valid_slots;
