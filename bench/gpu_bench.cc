@@ -3,7 +3,8 @@
 // = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or transfers, under the kernel plan PlanKernels
 // makes of the request (plan keys on the command line, or MSA_GPU_PLAN). Each stage (index kernel, top-k, main branch)
 // is timed with CUDA events after a warm-up, the median of the repetitions; a KV-outer main branch is also captured in
-// a CUDA graph and its replays timed, and in decode the whole step (index, top-k, main branch) too. Outputs are
+// a CUDA graph and its replays timed (one at a time, and kBackToBack in a row), and in decode the whole step (index,
+// top-k, main branch) too. Outputs are
 // poisoned before every repetition and checked after the last one (every selection row valid, no NaN left in out / lse;
 // exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold vs warp, batched vs per-sequence,
 // direct vs general lists, fp8 within its bound) are the plan-parameterised GPU test's (tests/gpu_plans_test.cc).
@@ -134,10 +135,19 @@ class PhaseTimer {
   double sum_ms_ = 0;
 };
 
-// The work `enqueue()` puts on `stream`, captured once as a CUDA graph and replayed reps + 1 times (the first
-// untimed), `prepare()` (poisoning outputs) and a device synchronization before each replay: the median replay time.
+// Replay times of one captured graph: `single`, the median of reps replays each launched on an idle device (launch
+// latency included); `back_to_back`, the mean over kBackToBack replays enqueued at once (the host ahead of the device,
+// as in a decode loop: the device's time per replay).
+struct GraphTimes {
+  double single_ms = 0, back_to_back_ms = 0;
+};
+constexpr int kBackToBack = 20;
+
+// The work `enqueue()` puts on `stream`, captured once as a CUDA graph and replayed: reps + 1 single replays (the
+// first untimed), `prepare()` (poisoning outputs) and a device synchronization before each, then `prepare()` once
+// and kBackToBack replays in a row.
 template <class Enqueue, class Prepare>
-double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
+GraphTimes GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
   cudaGraph_t graph;
   cudaGraphExec_t exec;
   BENCH_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -154,9 +164,17 @@ double GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&&
     const double ms = timer.TakeMs();
     if (rep >= 0) graph_ms.push_back(ms);
   }
+  GraphTimes times;
+  times.single_ms = Median(graph_ms);
+  prepare();
+  BENCH_CHECK(cudaDeviceSynchronize());
+  timer.Begin(stream);
+  for (int i = 0; i < kBackToBack; ++i) BENCH_CHECK(cudaGraphLaunch(exec, stream));
+  timer.End(stream);
+  times.back_to_back_ms = timer.TakeMs() / kBackToBack;
   BENCH_CHECK(cudaGraphExecDestroy(exec));
   BENCH_CHECK(cudaGraphDestroy(graph));
-  return Median(graph_ms);
+  return times;
 }
 
 // Whether every kernel of the plan enqueues on the given stream (gpu/common/pipeline.h): then it can be captured.
@@ -176,6 +194,7 @@ struct Result {
   std::string plan;
   double union4 = 0, union8 = 0;  // mean distinct blocks of 4 / 8 consecutive queries' rows (bench/selections.h)
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0, step_graph_ms = 0;
+  double main_stream_ms = 0, step_stream_ms = 0;  // back-to-back replays of the same graphs (GraphTimes)
   uint64_t bad_rows = 0, nonfinite = 0;
 };
 
@@ -294,13 +313,15 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.main_ms = Median(main_ms);
   const bool kv_outer = TakesKvOuterWorkspace(plan.attend);  // graph-capturable main branch
   if (kv_outer) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
-    result.main_graph_ms = GraphReplayMs(
+    const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
         poison_outputs);
+    result.main_graph_ms = times.single_ms;
+    result.main_stream_ms = times.back_to_back_ms;
   }
   if (kv_outer && shape.decode && CapturesOnStream(plan) && given == nullptr) {  // the whole decode step as a graph
-    result.step_graph_ms = GraphReplayMs(
+    const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] {
           BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream));
@@ -310,6 +331,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
           poison_selection();
           poison_outputs();
         });
+    result.step_graph_ms = times.single_ms;
+    result.step_stream_ms = times.back_to_back_ms;
   }
   BENCH_CHECK(cudaMemset(flags.get() + 2, 0, 2 * 8));
   BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
@@ -431,11 +454,12 @@ int main(int argc, char** argv) {
       "\"union8\": %.3f, \"batch\": "
       "%lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
+      "\"main_stream_ms\": %.4f, \"step_stream_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
       mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
       (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
-      r.main_graph_ms, r.step_graph_ms, r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes,
-      (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
+      r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.index_ms + r.topk_ms + r.main_ms,
+      index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }

@@ -180,7 +180,6 @@ struct KvOuterPlan {
   int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
   size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
   size_t union_route = 0;  // RoutedAttend's route, [UnionTileCount(g)] bytes
-  size_t arrivals = 0;     // SplitKAttend's arrival counters, [chunk_q * Hkv] int32, zero between calls
   size_t scan_temp_bytes = 0, bytes = 0;
   bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
   int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)

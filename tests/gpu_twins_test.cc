@@ -182,10 +182,10 @@ TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
   std::printf("direct vs general KV-outer lists: %lld runs bit-identical\n", static_cast<long long>(compared));
 }
 
-// attend=split-k (one CTA per (query, group, slot), the last to arrive merging) gives kv-outer's bits on every output:
-// the same tile and merge code over the same partials. On the decode-list cases (decode batches, rows with fewer
-// blocks than top_k: -1 slots that arrive without a partial) and the plans cases (prefill: many queries per chunk), at
-// bf16 and fp16.
+// attend=split-k (one CTA per (query, group, slot), each (query, group)'s cluster merging its rows) gives kv-outer's
+// bits on every output: the same tile code, and the same merge arithmetic over the same partials. On the decode-list
+// cases (decode batches, rows with fewer blocks than top_k: -1 slots without a partial) and the plans cases (prefill:
+// many queries per chunk), at bf16 and fp16.
 TEST(GpuBackend, SplitKGivesTheKvOuterBits) {
   MSA_REQUIRE_GPU();
   int64_t compared = 0;

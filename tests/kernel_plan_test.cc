@@ -86,8 +86,8 @@ TEST(KernelPlan, ExactModeTakesTheCanonicalKernelsOnEveryDevice) {
 }
 
 TEST(KernelPlan, LowPrecisionPrefillWithMaxPoolingTakesWgmmaOnSm90AndMmaOnSm80) {
-  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Prefill(32768))),
-            "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Prefill(32768))),  // routed: M3's group of 16 fits path U's tiles
+            "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=routed");
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(Precision::kFp16), Prefill(32768), kA100Caps)),
             "index=mma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer");
 }
@@ -144,11 +144,33 @@ TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=warp,lists=direct,attend=kv-outer-wgmma");
   // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
-            "index=wgmma,batch=batched,topk=warp,lists=general,attend=kv-outer-wgmma");
+            "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
   // 17 queries per sequence: not a decode batch.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
   // A decode over >= 1024 candidate blocks: the threshold top-k.
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 1 << 20)).topk, TopKKernel::kThreshold);
+}
+
+TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
+  EXPECT_EQ(Auto(Lowp(), Prefill(131072)).attend, AttendKernel::kRouted);
+  Config mqa = Lowp();
+  mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: path U needs 2 to 64
+  EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);  // path U is sm_90a
+  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmma);   // one query a sequence: direct
+}
+
+TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
+  // M3: Hkv 4 x top_k 16 = 64 split-k CTAs a sequence; one per SM on an H200: at most 132.
+  EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(1, 1, 4096))),
+            "index=wgmma,batch=batched,topk=warp,lists=-,attend=split-k");
+  EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 1 << 20)).attend, AttendKernel::kSplitK);           // 128 CTAs
+  EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);        // 192
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kRouted);              // two queries a sequence
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), kA100Caps).attend, AttendKernel::kKvOuter);  // no clusters
+  Config wide = Lowp();
+  wide.top_k = 17;  // past a cluster of 16
+  EXPECT_EQ(Auto(wide, Decode(1, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);
 }
 
 TEST(KernelPlan, EveryReturnedFieldIsConcrete) {
@@ -173,9 +195,9 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
   ExpectRuns(Lowp(Precision::kExact), Prefill(512), kA100Caps, "index=exact,topk=exact,attend=exact,batch=per-sequence",
              "index=exact,batch=per-sequence,topk=exact,lists=-,attend=exact");
   ExpectRuns(lowp, Prefill(512), kH200Caps, "index=token-scores",
-             "index=token-scores,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+             "index=token-scores,batch=per-sequence,topk=warp,lists=general,attend=routed");
   ExpectRuns(mean, Prefill(512), kH200Caps, "index=mean-keys",
-             "index=mean-keys,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+             "index=mean-keys,batch=per-sequence,topk=warp,lists=general,attend=routed");
   ExpectRuns(lowp, Prefill(512), kH200Caps, "index=mma,topk=threshold,attend=kv-outer",
              "index=mma,batch=per-sequence,topk=threshold,lists=general,attend=kv-outer");
   ExpectRuns(e4m3, Prefill(512), kH200Caps, "index=fp8,topk=insertion,attend=q-outer",
@@ -190,8 +212,8 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=per-sequence,topk=warp,lists=-,attend=union-tile");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed",
              "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
-  ExpectRuns(lowp, Decode(4, 2, 512), kA100Caps, "attend=split-k",
-             "index=mma,batch=batched,topk=warp,lists=-,attend=split-k");
+  ExpectRuns(lowp, Decode(4, 2, 512), kH200Caps, "attend=split-k",
+             "index=wgmma,batch=batched,topk=warp,lists=-,attend=split-k");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -218,7 +240,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
-  ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "lists=direct", "one query per sequence");
+  ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "attend=kv-outer-wgmma,lists=direct", "one query per sequence");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=q-outer,lists=general", "builds no lists");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-wgmma", "sm_90a");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=union-tile", "sm_90a");
@@ -236,10 +258,14 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=split-k", "top_k <= 32");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
-  constexpr DeviceCaps kNinetySixKiB{8, 9, 128, 96 * 1024};  // room for the KV-outer tile, not for split-k's extra
+  constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};  // room for the KV-outer tile, not for split-k's extra
   ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
              "index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
   ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "100352 bytes of shared memory");
+  ExpectRefused(lowp, Decode(4, 1, 512), kA100Caps, "attend=split-k", "sm_90a");  // clusters
+  Config seventeen = lowp;
+  seventeen.top_k = 17;  // one CTA per slot in a cluster of at most 16
+  ExpectRefused(seventeen, Decode(4, 1, 4096), kH200Caps, "attend=split-k", "top_k <= 16");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }

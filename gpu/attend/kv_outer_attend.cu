@@ -195,7 +195,6 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.part_ml = take(size_t(plan.chunk_q) * g.hq * g.top_k * sizeof(float2));
   plan.scan_temp = take(scan_bytes);
   plan.union_route = take(size_t(UnionTileCount(g)));
-  plan.arrivals = take(size_t(plan.chunk_q) * g.hkv * 4);
   plan.scan_temp_bytes = scan_bytes;
   plan.bytes = at;
   return plan;

@@ -1,6 +1,7 @@
 // The KV-outer tile on mma.sync and the merge of one row's partials: KvOuterAttend's kernels (kv_outer_attend.cu: the
 // list-driven tiles and the merge kernel) run them, and SplitKAttend (split_k.cu) runs AttendTile for groups past 16
-// heads and reproduces both's arithmetic elsewhere (OneQueryTile, MergeGroup), so that all give the same bits.
+// heads, reproduces its arithmetic in OneQueryTile, and merges with MergeRow's steps (FoldPartial, WriteMergedRow), so
+// that all give the same bits.
 // Internal to gpu/; not a public interface.
 #ifndef MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
 #define MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
@@ -227,6 +228,29 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
 // docs:end gpu-kv-outer-tile
 
 // docs:begin gpu-kv-outer-merge
+// One step of a row's merge: the partial (m_b, l_b) and O_b (this lane's 4 dims) of the row's next block in ascending
+// block order, against the row maximum m: w = e^(m_b - m), l += l_b w, acc += O_b w.
+__device__ inline void FoldPartial(float2 ml, float m, float4 o, bool owns_dims, float& l, float (&acc)[4]) {
+  const float w = expf(ml.x - m);
+  l += ml.y * w;
+  if (owns_dims) {
+    acc[0] += o.x * w;
+    acc[1] += o.y * w;
+    acc[2] += o.z * w;
+    acc[3] += o.w * w;
+  }
+}
+
+// The merged (query t, head) row: out = acc / l (lane owns value dims 4 lane..4 lane + 3), lse = m + log l (lane 0).
+__device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int head, int lane, float m, float l,
+                                      const float (&acc)[4], double* out, double* lse) {
+  if (lane * 4 < g.dv) {
+    double* dst = out + (t * g.hq + head) * g.dv + lane * 4;
+    for (int c = 0; c < 4; ++c) dst[c] = double(acc[c] / l);
+  }
+  if (lane == 0) lse[t * g.hq + head] = double(m + logf(l));
+}
+
 // MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` ((t - t0) * Hq + head), in
 // ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), never from a
 // possibly stale L1 line, so a merge may also run in the kernel that wrote them (after a fence).
@@ -262,21 +286,10 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
       if (slot[j] < 0) break;  // warp-uniform
       const float2 ml =
           make_float2(__shfl_sync(kFullMask, ml_of_lane.x, slot[j]), __shfl_sync(kFullMask, ml_of_lane.y, slot[j]));
-      const float w = expf(ml.x - m);
-      l += ml.y * w;
-      if (owns_dims) {
-        acc[0] += o[j].x * w;
-        acc[1] += o[j].y * w;
-        acc[2] += o[j].z * w;
-        acc[3] += o[j].w * w;
-      }
+      FoldPartial(ml, m, o[j], owns_dims, l, acc);
     }
   }
-  if (owns_dims) {
-    double* dst = out + (t * g.hq + head) * g.dv + lane * 4;
-    for (int c = 0; c < 4; ++c) dst[c] = double(acc[c] / l);
-  }
-  if (lane == 0) lse[t * g.hq + head] = double(m + logf(l));
+  WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
 }
 // docs:end gpu-kv-outer-merge
 

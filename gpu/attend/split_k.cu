@@ -1,10 +1,10 @@
 // The main branch split over selection slots (split-K), for decode: one CTA per (query, group, slot) computes the
-// KV-outer tile of that one block (the group's heads as rows, one partial per row), then counts itself in the (query,
-// group)'s arrival counter; the last of the top_k CTAs to arrive merges the rows' partials (MergeGroup: MergeRow's
-// arithmetic, ascending block order) into out and lse and resets the counter. One launch per chunk of queries, no
-// lists, no separate merge: the same partials and the same merge as KvOuterAttend, so the same bits. The launch is a
-// programmatic dependent of the kernel before it (the top-k): its CTAs wait for the selection with WaitForPrimary, so
-// their launch overlaps the top-k's tail.
+// KV-outer tile of that one block (the group's heads as rows, one partial per row); the top_k CTAs of a (query, group)
+// are one thread block cluster, which synchronizes once every partial is written, and then merges the group's rows,
+// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order). One launch per
+// chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
+// so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
+// Q rows, then wait for the selection with WaitForPrimary, so their launch overlaps the top-k's tail.
 //
 // A group of at most 16 heads fills one m16 row tile, which AttendTile gives to one warp of four; OneQueryTile spreads
 // that tile over the four warps with the same bits: S by key quarters (each score is the same dot in the same
@@ -48,10 +48,24 @@ __device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   return x;
 }
 
+// The Q rows of a one-query tile into s.qs by cp.async, one committed group: the group's heads (query t, group r),
+// then zero rows up to kRows. Q is an input of the step, not of the top-k: split-k issues it before it waits.
+__device__ inline void LoadGroupQueries(const uint16_t* q, const AttendGeometry& g, int64_t t, int r,
+                                        const kv_outer::TileShared& s) {
+  const int group = g.hq / g.hkv;
+  for (int e = threadIdx.x; e < kRows * (kDimPad / 8); e += blockDim.x) {
+    const int row = e / (kDimPad / 8), piece = e % (kDimPad / 8);
+    const bool valid = row < group && piece * 8 < g.d;
+    mma::CopyAsync16(s.qs + row * kStride + piece * 8, q + (valid ? (t * g.hq + r * group + row) * g.d + piece * 8 : 0),
+                     valid);
+  }
+  mma::CopyAsyncCommit();
+}
+
 // AttendTile's partial for a tile of one query whose group has at most 16 heads (entry 0 the query, the others
-// padding), on all four warps; the same preconditions and the same bits.
+// padding), on all four warps; the same preconditions and the same bits, and Q already issued (LoadGroupQueries).
 template <int kLowp>
-__device__ inline void OneQueryTile(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int64_t* key_begin,
+__device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const int64_t* key_begin,
                                     const AttendGeometry& g, float scale, int64_t t0, int r, int64_t key0,
                                     const kv_outer::TileShared& s, const OneQueryShared& x, float* part_o,
                                     float2* part_ml) {
@@ -64,12 +78,6 @@ __device__ inline void OneQueryTile(const uint16_t* q, const uint16_t* k, const 
   const int64_t t = t0 + entry / g.top_k, pos = s.tile_pos[0], kb = key_begin[t];
   const int nkeys = int(pos - key0 + 1 < g.bk ? pos - key0 + 1 : g.bk);
 
-  for (int e = tid; e < kRows * (kDimPad / 8); e += blockDim.x) {  // Q: the group's heads, then zero rows
-    const int row = e / (kDimPad / 8), piece = e % (kDimPad / 8);
-    const bool valid = row < group && piece * 8 < g.d;
-    CopyAsync16(s.qs + row * kStride + piece * 8, q + (valid ? (t * g.hq + r * group + row) * g.d + piece * 8 : 0),
-                valid);
-  }
   for (int e = tid; e < kKeyPad * (kDimPad / 8); e += blockDim.x) {
     const int key = e / (kDimPad / 8), piece = e % (kDimPad / 8);
     const bool valid = key < nkeys && piece * 8 < g.d;
@@ -208,87 +216,71 @@ __device__ inline void OneQueryTile(const uint16_t* q, const uint16_t* k, const 
   }
 }
 
-// The last arriver's merge of the (query t, group r) rows with MergeRow's arithmetic (kv_outer_tile.cuh: the row
-// maximum M over its valid slots, then in ascending block order w = e^(m_b - M), l += l_b w, acc += O_b w; out =
-// acc / l, lse = M + log l), so the same bits, but for all of the group's rows at once: their partials (contiguous in
-// part_o) staged in shared memory by cp.async in passes of kMergeStageBytes, so that a whole pass is in flight
-// instead of one row's loads per warp. smem: at least kMergeSmemBytes.
-constexpr size_t kMergeStageBytes = 64 * 1024;
-constexpr size_t kMergeHeadBytes = 32 * 4 + 16 + 64 * 4 + 64 * 32 * 8;  // order, count, row maxima, (m_b, l_b)
-constexpr size_t kMergeSmemBytes = kMergeHeadBytes + kMergeStageBytes;
-__device__ inline void MergeGroup(const int32_t* topk, const AttendGeometry& g, int64_t t, int64_t t_local, int r,
-                                  const float* part_o, const float2* part_ml, double* out, double* lse,
-                                  unsigned char* smem) {
-  const int tid = threadIdx.x, lane = tid % 32, group = g.hq / g.hkv, top_k = g.top_k;
-  int32_t* order = reinterpret_cast<int32_t*>(smem);                // [32]: slots in ascending block order
-  int32_t* count = order + 32;                                      // [4]: count[0] = valid slots
-  float* row_max = reinterpret_cast<float*>(count + 4);             // [64]
-  float2* ml = reinterpret_cast<float2*>(row_max + 64);             // [group][top_k]
-  float* stage = reinterpret_cast<float*>(smem + kMergeHeadBytes);  // [rows of a pass][top_k][dv]
-  if (tid < 32) {
-    const int32_t id = lane < top_k ? topk[(int64_t(r) * g.total_q + t) * top_k + lane] : -1;
-    const bool valid = id >= 0;
-    const int rank = kv_outer::SlotRank(id, top_k);
-    if (valid) order[rank] = lane;
-    const int valid_slots = __popc(__ballot_sync(kFullMask, valid));  // the whole warp takes part
-    if (lane == 0) count[0] = valid_slots;
-  }
-  const int64_t first_row = t_local * g.hq + int64_t(r) * group;  // chunk row of the group's first head
-  for (int i = tid; i < group * top_k; i += blockDim.x) ml[i] = __ldcg(part_ml + first_row * top_k + i);
-  __syncthreads();
-  const int nb = count[0];
-  for (int row = tid; row < group; row += blockDim.x) {
-    float m = -INFINITY;
-    for (int k = 0; k < nb; ++k) m = fmaxf(m, ml[row * top_k + order[k]].x);
-    row_max[row] = m;
-  }
-  const int row_floats = top_k * g.dv, quads = g.dv / 4;
-  const int rows_per_pass = int(kMergeStageBytes / (size_t(row_floats) * 4));
-  for (int row0 = 0; row0 < group; row0 += rows_per_pass) {
-    const int rows = group - row0 < rows_per_pass ? group - row0 : rows_per_pass;
-    const float* src = part_o + (first_row + row0) * row_floats;
-    for (int i = tid; i < rows * row_floats / 4; i += blockDim.x) mma::CopyAsync16(stage + i * 4, src + i * 4, true);
-    mma::CopyAsyncCommit();
-    mma::CopyAsyncWait<0>();
-    __syncthreads();
-    for (int task = tid; task < rows * quads; task += blockDim.x) {
-      const int row = row0 + task / quads, quad = task % quads;
-      const float m = row_max[row];
-      float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int k = 0; k < nb; ++k) {
-        const int slot = order[k];
-        const float2 m_l = ml[row * top_k + slot];
-        const float w = expf(m_l.x - m);
-        l += m_l.y * w;
-        const float4 o = *reinterpret_cast<const float4*>(stage + ((row - row0) * top_k + slot) * g.dv + quad * 4);
-        acc[0] += o.x * w;
-        acc[1] += o.y * w;
-        acc[2] += o.z * w;
-        acc[3] += o.w * w;
-      }
-      const int head = r * group + row;
-      double* dst = out + (t * g.hq + head) * g.dv + quad * 4;
-      for (int c = 0; c < 4; ++c) dst[c] = double(acc[c] / l);
-      if (quad == 0) lse[t * g.hq + head] = double(m + logf(l));
+// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (FoldPartial,
+// WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum is their
+// warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j of
+// `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
+// (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
+constexpr int kMaxSlots = kSplitKMaxSlots;
+__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
+                                       uint32_t valid_mask, const float* part_o, const float2* part_ml, double* out,
+                                       double* lse) {
+  const int lane = threadIdx.x % 32, valid_slots = __popc(valid_mask);
+  const int64_t base = row * g.top_k;
+  const bool lane_valid = (valid_mask >> lane) & 1u;
+  const float2 ml_of_lane = lane_valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);
+  const bool owns_dims = lane * 4 < g.dv;
+  float4 o[kMaxSlots];
+#pragma unroll
+  for (int k = 0; k < kMaxSlots; ++k) {
+    if (owns_dims && k < valid_slots) {
+      o[k] = __ldcg(reinterpret_cast<const float4*>(part_o + (base + order[k]) * g.dv + lane * 4));
     }
-    __syncthreads();  // the next pass overwrites the stage
   }
+  float m = ml_of_lane.x;
+  for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+  for (int k = 0; k < kMaxSlots; ++k) {
+    if (k >= valid_slots) break;  // warp-uniform
+    const int slot = order[k];
+    const float2 ml =
+        make_float2(__shfl_sync(kFullMask, ml_of_lane.x, slot), __shfl_sync(kFullMask, ml_of_lane.y, slot));
+    kv_outer::FoldPartial(ml, m, o[k], owns_dims, l, acc);
+  }
+  kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
 }
 
-// CTA i = (t - t0) * Hkv * top_k + group * top_k + slot. arrivals [chunk_q * Hkv]: zero between launches.
+// CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
+// cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
+// cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kWarps i).
 template <int kLowp>
-__global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
+__global__ void __launch_bounds__(kWarps * 32, kSplitKCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
-                       float* part_o, float2* part_ml, int32_t* arrivals, double* out, double* lse) {
+                       float* part_o, float2* part_ml, double* out, double* lse) {
   extern __shared__ __align__(16) unsigned char split_k_smem[];
-  __shared__ bool last_to_arrive;
+  __shared__ int32_t order[kMaxSlots];  // the (query, group)'s valid slots in ascending block order
+  __shared__ uint32_t valid_mask;
+  __shared__ int32_t own_id;
   const kv_outer::TileShared s = kv_outer::CarveTileShared(split_k_smem);
-  const int tid = threadIdx.x, qpc = kv_outer::TileQueries(g), group = g.hq / g.hkv;
-  const int64_t i = blockIdx.x, t_local = i / (int64_t(g.hkv) * g.top_k), t = t0 + t_local;
-  const int r = int((i / g.top_k) % g.hkv), slot = int(i % g.top_k);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, qpc = kv_outer::TileQueries(g);
+  const int group = g.hq / g.hkv;
+  const int i = int(blockIdx.x);  // grid x = chunk queries * Hkv * top_k < 2^31
+  const int64_t t_local = i / (g.hkv * g.top_k), t = t0 + t_local;
+  const int r = (i / g.top_k) % g.hkv, slot = i % g.top_k;
+  if (group <= kRows) LoadGroupQueries(q, g, t, r, s);  // before the wait: it overlaps the top-k's tail
   WaitForPrimary();
-  const int32_t id = topk[(int64_t(r) * g.total_q + t) * g.top_k + slot];
+  if (warp == 0) {  // every slot's id: this CTA's own, and the merge's order
+    const int32_t id = lane < g.top_k ? topk[(int64_t(r) * g.total_q + t) * g.top_k + lane] : -1;
+    const int rank = kv_outer::SlotRank(id, g.top_k);
+    if (id >= 0) order[rank] = lane;
+    const uint32_t mask = __ballot_sync(kFullMask, id >= 0);
+    if (lane == slot) own_id = id;
+    if (lane == 0) valid_mask = mask;
+  }
+  __syncthreads();
+  const int32_t id = own_id;
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if (tid < qpc) {
       s.tile_entry[tid] = tid == 0 ? int32_t(t_local * g.top_k + slot) : -1;
@@ -296,21 +288,18 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     }
     __syncthreads();
     if (group <= kRows) {
-      OneQueryTile<kLowp>(q, k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s,
+      OneQueryTile<kLowp>(k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s,
                           CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s, part_o, part_ml);
     }
   }
-  __threadfence();  // this CTA's partials before its arrival
-  __syncthreads();
-  int32_t* arrival = arrivals + t_local * g.hkv + r;
-  if (tid == 0) last_to_arrive = atomicAdd(arrival, 1) == g.top_k - 1;
-  __syncthreads();
-  if (!last_to_arrive) return;
-  __threadfence();  // every other CTA's partials before the merge reads them
-  MergeGroup(topk, g, t, t_local, r, part_o, part_ml, out, lse, split_k_smem);
-  if (tid == 0) *arrival = 0;
+  mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
+  ClusterSync();            // every slot's partials written and visible
+  for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kWarps) {
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
+                    lse);
+  }
 }
 
 }  // namespace
@@ -320,20 +309,23 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
-  static_assert(kMergeSmemBytes <= kSmemBytes, "the merge reuses the tile's shared memory");
   static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
   const size_t smem = kSmemBytes + kOneQuerySmemBytes;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
+  if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
+  if (g.top_k > 8) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    if (err != cudaSuccess) return err;
+  }
   unsigned char* base = static_cast<unsigned char*>(workspace);
   float* part_o = reinterpret_cast<float*>(base + plan.part_o);
   float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
-  int32_t* arrivals = reinterpret_cast<int32_t*>(base + plan.arrivals);
   for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
     const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
     const dim3 grid{unsigned(nq * g.hkv * g.top_k)};
-    err = LaunchDependent(kernel, grid, dim3{kWarps * 32}, smem, stream, q, k, v, topk, position, key_begin, g, scale,
-                          t0, part_o, part_ml, arrivals, out, lse);
+    err = LaunchDependentCluster(kernel, grid, dim3{kWarps * 32}, smem, unsigned(g.top_k), stream, q, k, v, topk,
+                                 position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
     if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();

@@ -55,7 +55,8 @@ bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps) {
 }
 
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
-  return KvOuterAttendFits(g, caps) && kSplitKSmemBytes <= size_t(caps.max_shared_bytes);
+  return KvOuterAttendFits(g, caps) && g.top_k <= kSplitKMaxSlots &&
+         kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
 }
 
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {

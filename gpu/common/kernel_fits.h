@@ -66,7 +66,12 @@ bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
 // SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
 // past it in shared memory.
 inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * 128 * 4 + 8 * 32 * 4 * 4 + 4 * 16 * 4;
-// KvOuterAttendFits with room for kSplitKSmemBytes.
+// SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
+// largest, non-portable cluster).
+inline constexpr int kSplitKMaxSlots = 16;
+// SplitKAttend's CTAs resident per SM (its shared memory and registers allow two).
+inline constexpr int kSplitKCtasPerSm = 2;
+// KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes.
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive

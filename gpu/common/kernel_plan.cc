@@ -222,7 +222,8 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 
 // The main branch. KV-outer pays off when blocks are shared (on average at least 2 queries per (sequence, block,
 // group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles on
-// sm_90a (the same bits). Elsewhere Q-outer where its scores fit shared memory, else the gathered kernel.
+// sm_90a (the same bits), routed with path U where that fits; a decode step whose split-k grid fits one CTA per SM
+// takes split-k. Elsewhere Q-outer where its scores fit shared memory, else the gathered kernel.
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,
                   AttendKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
@@ -235,10 +236,22 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
     const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(shapes.num_blocks, 1));
     constexpr int64_t kFewQueryCtas = 512;  // about 4 CTAs per SM of an H100 / H200
     const bool kv_outer_pays = queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas;
-    *kernel = exact                            ? AttendKernel::kExact
-              : kv_outer_fits && kv_outer_pays ? (wgmma_fits ? AttendKernel::kKvOuterWgmma : AttendKernel::kKvOuter)
-              : q_outer_fits                   ? AttendKernel::kQOuter
-                                               : AttendKernel::kGathered;
+    // Split-k where its CTAs (one per query, group and slot) fit one per SM: a decode step of a sequence or two,
+    // latency-bound, where one launch with the merge inside beats KV-outer's lists, tiles and merge. Past one CTA per
+    // SM its clusters share SMs and KV-outer is faster (docs/performance.md, the decode step).
+    const bool split_k_pays = shapes.one_query_per_sequence && g.total_q * g.hkv * g.top_k <= caps.sm_count;
+    // KV-outer on wgmma tiles goes through routed where path U fits too (each union tile on U or K by its union size:
+    // as fast as K on random selections, faster on coherent ones), except a decode step of one query per sequence
+    // (the direct lists).
+    const bool routed_fits = wgmma_fits && UnionTileFits(g, caps) && !shapes.one_query_per_sequence;
+    const AttendKernel kv_outer = routed_fits  ? AttendKernel::kRouted
+                                  : wgmma_fits ? AttendKernel::kKvOuterWgmma
+                                               : AttendKernel::kKvOuter;
+    *kernel = exact                                       ? AttendKernel::kExact
+              : split_k_pays && SplitKAttendFits(g, caps) ? AttendKernel::kSplitK
+              : kv_outer_fits && kv_outer_pays            ? kv_outer
+              : q_outer_fits                              ? AttendKernel::kQOuter
+                                                          : AttendKernel::kGathered;
     return Status::Ok();
   }
   const char* value = NameOf(kAttendNames, requested);
@@ -259,8 +272,10 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   }
   if (requested == AttendKernel::kSplitK && !SplitKAttendFits(g, caps)) {
     return Refuse("attend", value,
-                  "needs " + std::to_string(kSplitKSmemBytes) +
-                      " bytes of shared memory per block (this device: " + CapsText(caps) + ")");
+                  "needs top_k <= " + std::to_string(kSplitKMaxSlots) +
+                      " (a (query, group)'s slots form one thread block cluster; top_k " + std::to_string(g.top_k) +
+                      ") and an sm_90a device with " + std::to_string(kSplitKSmemBytes) +
+                      " bytes of shared memory per block (this one: " + CapsText(caps) + ")");
   }
   if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");

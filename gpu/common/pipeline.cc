@@ -382,10 +382,6 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
     return InvalidArgument("gpu pipeline: the KV-outer lists of this plan do not fit this batch (use PlanKernels)");
   }
   MSA_RETURN_IF_ERROR(ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results"));
-  // split-k's arrival counters start at zero (each call leaves them so), before any stream's work: synchronized.
-  MSA_CUDA_RETURN_IF_ERROR(
-      cudaMemset(ws->bytes.get() + ws->kv_outer.arrivals, 0, size_t(ws->kv_outer.chunk_q) * ws->geometry.hkv * 4));
-  MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   return Status::Ok();
 }
 

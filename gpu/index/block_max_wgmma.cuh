@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "gpu/common/chunk.cuh"
+#include "gpu/common/dependent_launch.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/wgmma.cuh"
 #include "gpu/kernels.h"
@@ -112,6 +113,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
                                             ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs,
                                             unsigned long long* bad_row) {
 #if defined(MSA_WGMMA_ENABLED)
+  AllowDependents();  // the top-k may launch now; it waits for this grid's end
   using Element = typename Ops::Element;
   using L = Layout<Ops>;
   constexpr int kQStride = Ops::kQStride;

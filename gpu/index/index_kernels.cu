@@ -45,6 +45,7 @@ template <int kLowp, int kMTiles>
 __global__ void __launch_bounds__(kWarps * 32)
     BlockMaxScoresKernel(const uint16_t* index_q, const uint16_t* index_k, ChunkGeometry g, float scale,
                          int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
+  AllowDependents();  // the top-k may launch now; it waits for this grid's end
   constexpr int kCtaRows = kWarps * kMTiles * 16;
   extern __shared__ __align__(16) uint16_t block_max_smem[];
   uint16_t* ks = block_max_smem;                         // [kStages][kKeyTile][kSmemStride]
@@ -244,6 +245,7 @@ __device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeomet
 template <int kCap>
 __global__ void RankTopKKernel(const float* bs, ChunkGeometry g, int32_t* topk) {
   AllowDependents();  // a dependent main branch (split-k) may launch now; it waits for this grid's end
+  WaitForPrimary();   // launched as a dependent of the index kernel: its block scores complete from here
   bs += EnterSequence(g, blockIdx.y) * g.max_blocks;
   const int64_t row = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -336,6 +338,7 @@ __global__ void __launch_bounds__(256, kCap <= 16 ? 3 : 2)
     RankTopKThresholdKernel(const float* bs, ChunkGeometry g, int splits, int64_t per_split, int32_t* topk,
                             unsigned long long* ws) {
   AllowDependents();
+  WaitForPrimary();
   const int64_t first_row = EnterSequence(g, blockIdx.y);
   bs += first_row * g.max_blocks;
   const int64_t warp = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
@@ -450,11 +453,9 @@ cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cud
   constexpr int kThreads = 256;
   const dim3 grid{unsigned((rows * 32 + kThreads - 1) / kThreads), unsigned(g.num_sequences)};
   if (g.top_k <= 17) {
-    RankTopKKernel<16><<<grid, kThreads, 0, stream>>>(bs, g, topk);
-  } else {
-    RankTopKKernel<32><<<grid, kThreads, 0, stream>>>(bs, g, topk);
+    return LaunchDependent(RankTopKKernel<16>, grid, dim3{kThreads}, 0, stream, bs, g, topk);
   }
-  return cudaGetLastError();
+  return LaunchDependent(RankTopKKernel<32>, grid, dim3{kThreads}, 0, stream, bs, g, topk);
 }
 
 size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k) {
@@ -491,13 +492,12 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
   const unsigned sequences = unsigned(g.num_sequences);
   const dim3 grid{unsigned((rows * splits * 32 + kTopKThreads - 1) / kTopKThreads), sequences};
   const dim3 merge_grid{unsigned((rows * 32 + kTopKThreads - 1) / kTopKThreads), sequences};
-  if (g.top_k <= 17) {
-    RankTopKThresholdKernel<16><<<grid, kTopKThreads, 0, stream>>>(bs, g, splits, per_split, topk, ws);
-    if (splits > 1) RankTopKMergeKernel<16><<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);
-  } else {
-    RankTopKThresholdKernel<32><<<grid, kTopKThreads, 0, stream>>>(bs, g, splits, per_split, topk, ws);
-    if (splits > 1) RankTopKMergeKernel<32><<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);
-  }
+  const auto rank = g.top_k <= 17 ? RankTopKThresholdKernel<16> : RankTopKThresholdKernel<32>;
+  const auto merge = g.top_k <= 17 ? RankTopKMergeKernel<16> : RankTopKMergeKernel<32>;
+  const cudaError_t err =
+      LaunchDependent(rank, grid, dim3{kTopKThreads}, 0, stream, bs, g, splits, per_split, topk, ws);
+  if (err != cudaSuccess) return err;
+  if (splits > 1) merge<<<merge_grid, kTopKThreads, 0, stream>>>(g, splits, ws, topk);
   return cudaGetLastError();
 }
 

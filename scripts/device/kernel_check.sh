@@ -10,8 +10,10 @@
 #   default none), SANITIZE_BENCH="gpu_bench args;..." (memcheck, racecheck and synccheck on each gpu_bench run),
 #   BENCH=1 to run the selection benchmark with PLANS (';'-separated), SELECTIONS, PREFILL, SDPA=1, TAG, REPS;
 #   DECODE=1 to run the decode benchmark with DECODE_PLANS (';'-separated), DECODE_SHAPES, TAG; DEADLINE seconds for
-#   the whole call (default 570): a step that would start past it is skipped.
-# Usage: scripts/device/union_tile_check.sh [OUT_DIR] (default: $OUT). Prints one line per step.
+#   the whole call (default 570): a step that would start past it is skipped. PROFILE="gpu_bench args;...": each run's
+#   first PROFILE_KERNELS (default 20) kernels timed one by one by Nsight Compute (gpu__time_duration,
+#   clocks left alone), as CSV.
+# Usage: scripts/device/kernel_check.sh [OUT_DIR] (default: $OUT). Prints one line per step.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT_DIR=${1:-${OUT:-$PWD/kernel_check_out}}
@@ -59,6 +61,13 @@ for i in "${!bench_runs[@]}"; do
     # shellcheck disable=SC2086  # the run's arguments split on spaces
     step "gpu_bench_${i}_$tool" 200 compute-sanitizer --tool $tool --error-exitcode 9 "$BIN/gpu_bench" ${bench_runs[$i]}
   done
+done
+IFS=';' read -ra profile_runs <<<"${PROFILE:-}"
+for i in "${!profile_runs[@]}"; do
+  # shellcheck disable=SC2086  # the run's arguments split on spaces
+  step "profile_$i" 200 ncu --clock-control none --launch-count "${PROFILE_KERNELS:-20}" \
+    --metrics gpu__time_duration.sum --csv "$BIN/gpu_bench" \
+    ${profile_runs[$i]}
 done
 if [ "${BENCH:-0}" = 1 ]; then
   step bench 400 env PYTHONUNBUFFERED=1 python3 bench/gpu_selection_bench.py --bin "$BIN/gpu_bench" --out "$OUT_DIR" \
