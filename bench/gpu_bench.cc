@@ -4,11 +4,10 @@
 // makes of the request (plan keys on the command line, or MSA_GPU_PLAN). Each stage (index kernel, top-k, main branch)
 // is timed with CUDA events after a warm-up, the median of the repetitions; a KV-outer main branch is also captured in
 // a CUDA graph and its replays timed (one at a time, and kBackToBack in a row), and in decode the whole step (index,
-// top-k, main branch) too. Outputs are
-// poisoned before every repetition and checked after the last one (every selection row valid, no NaN left in out / lse;
-// exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold vs warp, batched vs per-sequence,
-// direct vs general lists, fp8 within its bound) are the plan-parameterised GPU test's (tests/gpu_plans_test.cc).
-// Prints one JSON object, "plan" the plan that ran.
+// top-k, main branch) too. Outputs are poisoned before every repetition and checked after the last one (every selection
+// row valid, no NaN left in out / lse; exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold
+// vs warp, batched vs per-sequence, direct vs general lists, fp8 within its bound) are the plan-parameterised GPU
+// test's (tests/gpu_plans_test.cc). Prints one JSON object, "plan" the plan that ran.
 //
 //   gpu_bench prefill N [reps] [key=value ...]          one causal sequence of N tokens
 //   gpu_bench decode L [reps] [batch=B] [q_len=Q] [key=value ...]   B sequences of L keys, Q queries each (1)

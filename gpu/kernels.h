@@ -120,7 +120,9 @@ cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_
 cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, const ChunkGeometry& g, float scale,
                               float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The selection of each chunk row from fp32 block scores, one warp per row, the same order as RankFloat.
-// Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows.
+// Needs RankTopKFits(top_k). A batched chunk: grid y = its sequences, one launch for every sequence's rows. RankTopK
+// and RankTopKThreshold's first launch are programmatic dependents of the kernel before them on `stream` (they wait
+// for it before reading bs; the index kernels let them launch early); the threshold merge is an ordinary launch.
 cudaError_t RankTopK(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // The same selection as RankTopK, bit for bit on every input (ties, -0/+0, fewer candidates than take, init and
 // trailing forced blocks), with a threshold filter (index_kernels.cu, ThresholdLists): each lane's largest candidate
@@ -203,11 +205,12 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                double* out, double* lse, cudaStream_t stream = nullptr);
 
 // The main branch split over selection slots (gpu/attend/split_k.cu): one CTA per (query, group, slot) computes the
-// partial KvOuterAttend's tile computes for that block, and the last of a (query, group)'s CTAs merges its rows with
-// the arithmetic of KvOuterAttend's merge, so out and lse are KvOuterAttend's bits. One launch per chunk of
-// plan.chunk_q queries, a programmatic dependent of the kernel before it on `stream` (it waits for that kernel before
-// reading topk). workspace: PlanKvOuter's layout; its arrival counters must be zero before the first call (each call
-// leaves them zero). Needs SplitKAttendFits(g).
+// partial KvOuterAttend's tile computes for that block; a (query, group)'s top_k CTAs are one thread block cluster,
+// which synchronizes and merges the group's rows with the arithmetic of KvOuterAttend's merge, so out and lse are
+// KvOuterAttend's bits. One launch per chunk of plan.chunk_q queries, a programmatic dependent of the kernel before it
+// on `stream`: it waits for that kernel before reading topk, but issues its reads of q before, so q must be complete
+// before the kernel before it starts. workspace: PlanKvOuter's layout. Needs SplitKAttendFits(g) and sm_90 code:
+// cudaErrorInvalidValue past kSplitKMaxSlots, cudaErrorNotSupported where the binary is not sm_90 code.
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse,

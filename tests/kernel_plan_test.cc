@@ -144,7 +144,7 @@ TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=warp,lists=direct,attend=kv-outer-wgmma");
   // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
-            "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
+            "index=wgmma,batch=batched,topk=warp,lists=general,attend=kv-outer-wgmma");
   // 17 queries per sequence: not a decode batch.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
   // A decode over >= 1024 candidate blocks: the threshold top-k.
@@ -157,7 +157,9 @@ TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
   mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: path U needs 2 to 64
   EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmma);
   EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);  // path U is sm_90a
-  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmma);   // one query a sequence: direct
+  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmma);   // decode batches: not routed
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 8192)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).attend, AttendKernel::kRouted);  // 17 queries a sequence: a prefill
 }
 
 TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
@@ -166,7 +168,7 @@ TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
             "index=wgmma,batch=batched,topk=warp,lists=-,attend=split-k");
   EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 1 << 20)).attend, AttendKernel::kSplitK);           // 128 CTAs
   EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);        // 192
-  EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kRouted);              // two queries a sequence
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmma);        // two queries a sequence
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), kA100Caps).attend, AttendKernel::kKvOuter);  // no clusters
   Config wide = Lowp();
   wide.top_k = 17;  // past a cluster of 16

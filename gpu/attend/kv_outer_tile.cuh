@@ -253,7 +253,7 @@ __device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int he
 
 // MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` ((t - t0) * Hq + head), in
 // ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), never from a
-// possibly stale L1 line, so a merge may also run in the kernel that wrote them (after a fence).
+// possibly stale L1 line.
 __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, int64_t t, int head, int64_t row,
                                 const float* part_o, const float2* part_ml, double* out, double* lse) {
   using mma::kFullMask;

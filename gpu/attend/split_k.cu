@@ -4,7 +4,8 @@
 // each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order). One launch per
 // chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
 // so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
-// Q rows, then wait for the selection with WaitForPrimary, so their launch overlaps the top-k's tail.
+// Q rows (groups of at most 16 heads; AttendTile loads them after), then wait for the selection with WaitForPrimary,
+// so their launch overlaps the top-k's tail.
 //
 // A group of at most 16 heads fills one m16 row tile, which AttendTile gives to one warp of four; OneQueryTile spreads
 // that tile over the four warps with the same bits: S by key quarters (each score is the same dot in the same
@@ -308,12 +309,12 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
+  if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
   const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
   static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
   const size_t smem = kSmemBytes + kOneQuerySmemBytes;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
   if (g.top_k > 8) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     if (err != cudaSuccess) return err;

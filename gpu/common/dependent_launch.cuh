@@ -26,11 +26,13 @@ __device__ inline void AllowDependents() {
 
 // Thread block clusters (compute capability 9.0): every thread of every CTA of the cluster arrives, then waits for all
 // of them. Release and acquire at cluster scope: the memory writes of the cluster's threads before the barrier are
-// visible to the cluster's threads after it. Every thread of the CTA calls it (the .aligned form). Nothing before
-// sm_90.
+// visible to the cluster's threads after it. Every thread of the CTA calls it (the .aligned form). Before sm_90 (no
+// clusters: each CTA is its own) a CTA barrier.
 __device__ inline void ClusterSync() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  __syncthreads();
 #endif
 }
 

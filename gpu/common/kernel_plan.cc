@@ -222,8 +222,8 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 
 // The main branch. KV-outer pays off when blocks are shared (on average at least 2 queries per (sequence, block,
 // group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles on
-// sm_90a (the same bits), routed with path U where that fits; a decode step whose split-k grid fits one CTA per SM
-// takes split-k. Elsewhere Q-outer where its scores fit shared memory, else the gathered kernel.
+// sm_90a (the same bits), routed with path U where that fits outside decode batches; a decode step whose split-k grid
+// fits one CTA per SM takes split-k. Elsewhere Q-outer where its scores fit shared memory, else the gathered kernel.
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,
                   AttendKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
@@ -241,17 +241,17 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
     // SM its clusters share SMs and KV-outer is faster (docs/performance.md, the decode step).
     const bool split_k_pays = shapes.one_query_per_sequence && g.total_q * g.hkv * g.top_k <= caps.sm_count;
     // KV-outer on wgmma tiles goes through routed where path U fits too (each union tile on U or K by its union size:
-    // as fast as K on random selections, faster on coherent ones), except a decode step of one query per sequence
-    // (the direct lists).
-    const bool routed_fits = wgmma_fits && UnionTileFits(g, caps) && !shapes.one_query_per_sequence;
+    // as fast as K on random selections, faster on coherent ones, measured on prefills), except decode batches.
+    const bool routed_fits =
+        wgmma_fits && UnionTileFits(g, caps) && !IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
     const AttendKernel kv_outer = routed_fits  ? AttendKernel::kRouted
                                   : wgmma_fits ? AttendKernel::kKvOuterWgmma
                                                : AttendKernel::kKvOuter;
-    *kernel = exact                                       ? AttendKernel::kExact
-              : split_k_pays && SplitKAttendFits(g, caps) ? AttendKernel::kSplitK
-              : kv_outer_fits && kv_outer_pays            ? kv_outer
-              : q_outer_fits                              ? AttendKernel::kQOuter
-                                                          : AttendKernel::kGathered;
+    *kernel = exact                                                        ? AttendKernel::kExact
+              : split_k_pays && kv_outer_fits && SplitKAttendFits(g, caps) ? AttendKernel::kSplitK
+              : kv_outer_fits && kv_outer_pays                             ? kv_outer
+              : q_outer_fits                                               ? AttendKernel::kQOuter
+                                                                           : AttendKernel::kGathered;
     return Status::Ok();
   }
   const char* value = NameOf(kAttendNames, requested);

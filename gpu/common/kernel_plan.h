@@ -64,7 +64,7 @@ enum class AttendKernel {
   kUnionTile,     // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
   kUnionTileWs,   // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,        // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma, general lists) by its union
-  kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), the last to arrive merges (kv-outer's bits)
+  kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
 };
 
 // Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, and path K of routed).
