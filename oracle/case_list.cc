@@ -285,6 +285,9 @@ std::vector<CaseEntry> BuildList() {
       // A group of 32 heads: split-k's tile past one m16 row tile (AttendTile on two warps).
       {.kind = "decode_lists", .hq = 64, .hkv = 2, .dim = 32, .block_size = 32, .top_k = 8, .init_blocks = 1,
        .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 608, .tags = kTagGpuDecodeLists},
+      // top_k 12: split-k's cluster of 12 CTAs (a non-portable size that is not a power of two).
+      {.kind = "decode_lists", .hq = 32, .hkv = 2, .dim = 64, .block_size = 64, .top_k = 12, .init_blocks = 1,
+       .pooling = kMax, .lengths = kGpuDecodeShortAndLong, .dtype = kBF16, .seed = 612, .tags = kTagGpuDecodeLists},
       // The batched index branch (one block-max launch and one top-k for a whole decode batch): mixed k_len and
       // q_len 1 to 16, a sequence with no query, init blocks, top_k 8, 16 and 33, Hidx 1 to 4; M3 heads over 8
       // sequences; few rows over thousands of blocks (split top-k lists at their rows' offset in the batch) next to
