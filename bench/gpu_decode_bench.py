@@ -2,8 +2,8 @@
 bench/gpu_bench's decode at each shape under each plan asked for (--plans; e.g. attend=kv-outer-wgmma, attend=split-k).
 Each row: the index branch, the top-k and the main branch timed alone (CUDA events), the main branch and the whole step
 (index, top-k, main) each captured as one CUDA graph and replayed, one replay at a time (launch latency included) and
-20 in a row (the device's time per step when the host runs ahead, as a decode loop does), and the bytes a decode step must read (index keys,
-queries, K and V of the selected blocks) against the copy ceiling at the step graph's time. gpu_bench checks every row
+20 in a row (the device's time per step when the host runs ahead, as a decode loop does), and the bytes a decode step
+must read (index keys, queries, K and V of the selected blocks) against the copy ceiling at the back-to-back step time. gpu_bench checks every row
 of the selection and that no output stays poisoned after the repetitions (which reuse one workspace).
 
 Usage: python3 bench/gpu_decode_bench.py --bin BUILD/bench/gpu_bench --out DIR
@@ -60,7 +60,7 @@ def main():
             lines.append(f"| {r['shape']} | {r['requested']} | | | | | | | | | | error: {r['error'][:80]} |")
             continue
         us = [f"{r[key] * 1e3:.1f}" for key in ("index_ms", "topk_ms", "main_ms", "main_graph_ms", "step_graph_ms",
-                                                        "main_stream_ms", "step_stream_ms")]
+                                                "main_stream_ms", "step_stream_ms")]
         share = f"{100 * r['step_share_of_copy']:.1f}" if "step_share_of_copy" in r else "-"
         lines.append(f"| {r['shape']} | {r['plan']} | {' | '.join(us)} | "
                      f"{r['decode_bytes'] / 1e6:.1f} | {share} | {'pass' if r['checks_passed'] else 'FAIL'} |")

@@ -1,7 +1,7 @@
 // The KV-outer tile on mma.sync and the merge of one row's partials: KvOuterAttend's kernels (kv_outer_attend.cu: the
 // list-driven tiles and the merge kernel) run them, and SplitKAttend (split_k.cu) runs AttendTile for groups past 16
-// heads, reproduces its arithmetic in OneQueryTile, and merges with MergeRow's steps (FoldPartial, WriteMergedRow), so
-// that all give the same bits.
+// heads, reproduces its arithmetic in OneQueryTile, and merges with MergeRow's steps (FoldPartial, WriteMergedRow),
+// so that all give the same bits.
 // Internal to gpu/; not a public interface.
 #ifndef MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
 #define MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
@@ -228,9 +228,13 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
 // docs:end gpu-kv-outer-tile
 
 // docs:begin gpu-kv-outer-merge
-// One step of a row's merge: the partial (m_b, l_b) and O_b (this lane's 4 dims) of the row's next block in ascending
-// block order, against the row maximum m: w = e^(m_b - m), l += l_b w, acc += O_b w.
-__device__ inline void FoldPartial(float2 ml, float m, float4 o, bool owns_dims, float& l, float (&acc)[4]) {
+// One step of a row's merge, one warp per row, lane j holding slot j's (m_b, l_b) in ml_of_lane ((-inf, 0) for a -1
+// slot): the partial of slot `slot`, the row's next block in ascending block order, with O_b (this lane's 4 dims),
+// against the row maximum m: w = e^(m_b - m), l += l_b w, acc += O_b w.
+__device__ inline void FoldPartial(float2 ml_of_lane, int slot, float m, float4 o, bool owns_dims, float& l,
+                                   float (&acc)[4]) {
+  const float2 ml =
+      make_float2(__shfl_sync(mma::kFullMask, ml_of_lane.x, slot), __shfl_sync(mma::kFullMask, ml_of_lane.y, slot));
   const float w = expf(ml.x - m);
   l += ml.y * w;
   if (owns_dims) {
@@ -284,9 +288,7 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j) {
       if (slot[j] < 0) break;  // warp-uniform
-      const float2 ml =
-          make_float2(__shfl_sync(kFullMask, ml_of_lane.x, slot[j]), __shfl_sync(kFullMask, ml_of_lane.y, slot[j]));
-      FoldPartial(ml, m, o[j], owns_dims, l, acc);
+      FoldPartial(ml_of_lane, slot[j], m, o[j], owns_dims, l, acc);
     }
   }
   WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);

@@ -244,10 +244,7 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 #pragma unroll
   for (int k = 0; k < kMaxSlots; ++k) {
     if (k >= valid_slots) break;  // warp-uniform
-    const int slot = order[k];
-    const float2 ml =
-        make_float2(__shfl_sync(kFullMask, ml_of_lane.x, slot), __shfl_sync(kFullMask, ml_of_lane.y, slot));
-    kv_outer::FoldPartial(ml, m, o[k], owns_dims, l, acc);
+    kv_outer::FoldPartial(ml_of_lane, order[k], m, o[k], owns_dims, l, acc);
   }
   kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
 }
@@ -256,7 +253,7 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 // cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
 // cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kWarps i).
 template <int kLowp>
-__global__ void __launch_bounds__(kWarps * 32, kSplitKCtasPerSm)
+__global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
                        float* part_o, float2* part_ml, double* out, double* lse) {

@@ -69,8 +69,6 @@ inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * 128 * 4 +
 // SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
 // largest, non-portable cluster).
 inline constexpr int kSplitKMaxSlots = 16;
-// SplitKAttend's CTAs resident per SM (its shared memory and registers allow two).
-inline constexpr int kSplitKCtasPerSm = 2;
 // KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes.
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 
