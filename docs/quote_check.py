@@ -50,13 +50,16 @@ def region(root, path, tag):
 
 
 def run_output(program, arguments):
-    """What `program ARGS` prints, trailing spaces stripped, run in a scratch directory."""
+    """What `program ARGS` prints, trailing spaces stripped, run in a scratch directory. A Python program runs under
+    this interpreter (the project's environment, not whichever python3 comes first on PATH); one that dies of an
+    exception (a traceback, exit 1) is broken, not a FAIL verdict."""
+    command = [sys.executable, program] if str(program).endswith(".py") else [program]
     with tempfile.TemporaryDirectory() as scratch:
         try:
-            result = subprocess.run([program, *arguments], cwd=scratch, capture_output=True, text=True, timeout=300)
+            result = subprocess.run([*command, *arguments], cwd=scratch, capture_output=True, text=True, timeout=300)
         except OSError as error:
             raise BrokenMarker(f"cannot run {program}: {error}")
-    if result.returncode not in (0, 1):
+    if result.returncode not in (0, 1) or "Traceback (most recent call last)" in result.stderr:
         raise BrokenMarker(f"`{' '.join(arguments)}` exited {result.returncode}: {result.stderr.strip()}")
     return [line.rstrip() for line in result.stdout.splitlines()]
 
