@@ -176,14 +176,6 @@ GraphTimes GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enque
   return times;
 }
 
-// Whether every kernel of the plan enqueues on the given stream (gpu/common/pipeline.h): then it can be captured.
-bool CapturesOnStream(const KernelPlan& plan) {
-  const bool index =
-      plan.index == IndexKernel::kMma || plan.index == IndexKernel::kWgmma || plan.index == IndexKernel::kFp8;
-  const bool topk = plan.topk == TopKKernel::kWarp || plan.topk == TopKKernel::kThreshold;
-  return index && topk;
-}
-
 struct Shape {
   bool decode = false;
   int64_t q_len = 0, k_len = 0, batch = 1;
@@ -310,8 +302,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.index_ms = Median(index_ms);
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
-  const bool kv_outer = TakesKvOuterWorkspace(plan.attend);  // graph-capturable main branch
-  if (kv_outer) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
+  const bool main_on_stream = AttendRunsOnStream(plan);  // graph-capturable main branch
+  if (main_on_stream) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
     const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
@@ -319,7 +311,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     result.main_graph_ms = times.single_ms;
     result.main_stream_ms = times.back_to_back_ms;
   }
-  if (kv_outer && shape.decode && CapturesOnStream(plan) && given == nullptr) {  // the whole decode step as a graph
+  if (main_on_stream && shape.decode && SelectRunsOnStream(plan) &&
+      given == nullptr) {  // the whole decode step as a graph
     const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] {

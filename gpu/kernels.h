@@ -86,15 +86,15 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
 // other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
 // sequence of a decode batch; bad rows are named by their global query row in either form).
 // The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma): x = the chunk's rows in tiles of
-// cta_rows, y = its key blocks split until about 2 waves of CTAs exist (decode and short chunks), blocks_per_cta
-// key blocks per CTA, z = the sequences of a batched chunk (1 otherwise). In a batched chunk x and y are sized for
-// the longest sequence (the bounding nq and pos0), the waves counted over all sequences, and the CTAs past a
-// shorter sequence's rows or blocks exit at once.
+// cta_rows, y = its key blocks split until one wave of CTAs exists (ctas_per_sm resident CTAs on each SM; decode and
+// short chunks), blocks_per_cta key blocks per CTA, z = the sequences of a batched chunk (1 otherwise). In a batched
+// chunk x and y are sized for the longest sequence (the bounding nq and pos0), the waves counted over all sequences,
+// and the CTAs past a shorter sequence's rows or blocks exit at once.
 struct BlockMaxGrid {
   dim3 grid;
   int64_t blocks_per_cta = 0;
 };
-BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows);
+BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows, int ctas_per_sm);
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu on block_max_wgmma.cuh, sm_90a only):
@@ -144,6 +144,12 @@ size_t RankTopKThresholdWorkspaceBytes(int64_t max_rows, int top_k);
 int RankTopKThresholdSplits(const ChunkGeometry& g, size_t workspace_bytes);
 cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* workspace, size_t workspace_bytes,
                               int32_t* topk, cudaStream_t stream = nullptr);
+// The same selection as RankTopK, bit for bit on every input, with one CTA per row (rank_topk_cta.cu): a threshold
+// from 32 group maxima, the keys above it gathered in shared memory and ranked by counting. For chunks of few rows
+// with many candidates (decode). Needs RankTopKCtaFits(g.top_k, the chunk's most candidates) (cudaErrorInvalidValue
+// otherwise, nothing enqueued). One launch, a programmatic dependent of the kernel before it on `stream`, no
+// workspace, graph-capturable. A batched chunk: grid y = its sequences.
+cudaError_t RankTopKCta(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);
@@ -154,14 +160,14 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 // the selected blocks' visible keys; any dims up to kLowpMaxDim. The fallback where QOuterAttend does not fit.
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                            const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                           double* out, double* lse);
+                           double* out, double* lse, cudaStream_t stream = nullptr);
 // The main branch on tensor cores, query-outer (attend_kernels.cu): one CTA of 4 warps per (query, group, 16
 // heads), K and V of the gathered keys read once, scores kept in shared memory; same rounding points as
 // GatheredAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
 // memory).
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse);
+                         double* out, double* lse, cudaStream_t stream = nullptr);
 // The main branch on tensor cores, KV-outer (kv_outer_attend.cu): the selection is inverted on the device into
 // per-(sequence, block, group) lists of the queries that chose the block; a tile of up to 64 (query, head) rows
 // loads the block's K and V once and writes one partial (m, l, O) per row, and a merge kernel combines each

@@ -1,7 +1,7 @@
 // Every runnable kernel plan of the gpu backend (gpu/common/kernel_plan.h) on the kTagGpuPlans cases, each against
 // the FP64 reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan
 // passing the oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit
-// for bit (index mma = wgmma, topk warp = threshold, batch per-sequence = batched, lists general = direct, attend
+// for bit (index mma = wgmma, topk warp = threshold = cta, batch per-sequence = batched, lists general = direct, attend
 // kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from PlanKernels over every combination
 // of requested values on this device: a plan it refuses is not run (and never replaced), so no kernel is compared with
 // itself. Without a usable CUDA device every test skips saying why.
@@ -47,7 +47,7 @@ std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const
 std::string BitClass(gpu::KernelPlan plan) {
   using namespace gpu;
   if (plan.index == IndexKernel::kWgmma) plan.index = IndexKernel::kMma;
-  if (plan.topk == TopKKernel::kThreshold) plan.topk = TopKKernel::kWarp;
+  if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta) plan.topk = TopKKernel::kWarp;
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
   if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK) {

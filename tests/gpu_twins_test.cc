@@ -1,7 +1,7 @@
 // The gpu backend's kernel pairs documented to give the same bits, each compared bit for bit where the planner runs
 // both (a pair it refuses on this device is skipped, never compared with itself), on the cases built for it:
 // index=wgmma vs mma (max-pooling canonical, large and tied cases; the same refusal of overflowing index scores),
-// topk=threshold vs warp (split rows, exact ties, short rows), lists=direct vs general (decode batches),
+// topk=threshold and cta vs warp (split rows, exact ties, short rows), lists=direct vs general (decode batches),
 // batch=batched vs per-sequence (decode batches, overflow refused alike); and on local_blocks > 1 and fp16 block
 // scores, every forced index-branch plan giving the default's selection bits and every forced main-branch kernel
 // within the oracle's bound. tests/gpu_plans_test.cc runs every runnable plan on its own shapes; these add the shapes
@@ -99,10 +99,14 @@ Status RunWithTopKKernel(const Problem& problem, const char* kernel, Outputs* ou
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// topk=threshold (RankTopKThreshold: the threshold filter, split rows and their merge) gives RankTopK's
-// selection entry for entry, hence the same bits everywhere, on every max-pooling case (canonical, large, tied)
-// and on the kTagGpuTopKSplit cases, at bf16 and fp16.
-TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
+// The top-k kernels documented to give RankTopK's selection entry for entry, hence the same bits everywhere:
+// topk=threshold (the threshold filter, split rows and their merge) and topk=cta (group-maxima threshold, survivors
+// ranked by counting in one CTA per row).
+constexpr const char* kWarpTwinTopKKernels[] = {"threshold", "cta"};
+
+// Each of kWarpTwinTopKKernels against topk=warp on every max-pooling case (canonical, large, tied) and on the
+// kTagGpuTopKSplit cases, at bf16 and fp16.
+TEST(GpuBackend, WarpTwinTopKKernelsGiveTheWarpKernelsSelection) {
   MSA_REQUIRE_GPU();
   std::vector<TestCase> cases;
   for (TestCase& c : AllCases()) {
@@ -110,32 +114,35 @@ TEST(GpuBackend, ThresholdTopKKernelGivesTheWarpKernelsSelection) {
   }
   for (TestCase& c : CasesTagged(kTagGpuTiedBlockMax)) cases.push_back(std::move(c));
   for (TestCase& c : CasesTagged(kTagGpuTopKSplit)) cases.push_back(std::move(c));
-  int64_t compared = 0;
-  for (const TestCase& test_case : cases) {
-    Problem problem = GenerateProblem(test_case.spec);
-    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
-      problem.config.precision = precision;
-      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
-      if (!Runnable(problem, "topk=threshold")) continue;
-      Outputs warp, fast;
-      const Status warp_status = RunWithTopKKernel(problem, "warp", &warp);
-      const Status fast_status = RunWithTopKKernel(problem, "threshold", &fast);
-      ASSERT_TRUE(warp_status.ok()) << what << ": " << warp_status.message();
-      ASSERT_TRUE(fast_status.ok()) << what << ": " << fast_status.message();
-      const int64_t top_k = problem.config.top_k, rows = int64_t(warp.topk_indices.size()) / top_k;
-      int64_t differing_rows = 0;
-      for (int64_t row = 0; row < rows; ++row) {
-        if (SameRow(warp.topk_indices, fast.topk_indices, row, top_k)) continue;
-        if (++differing_rows > 8) continue;  // list the first 8
-        ADD_FAILURE() << what << ", selection row " << row << "\n  warp:" << FormatRow(warp.topk_indices, row, top_k)
-                      << "\n  threshold:" << FormatRow(fast.topk_indices, row, top_k);
+  for (const char* twin : kWarpTwinTopKKernels) {
+    int64_t compared = 0;
+    for (const TestCase& test_case : cases) {
+      Problem problem = GenerateProblem(test_case.spec);
+      for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+        problem.config.precision = precision;
+        const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", topk=" + twin;
+        if (!Runnable(problem, std::string("topk=") + twin)) continue;
+        Outputs warp, fast;
+        const Status warp_status = RunWithTopKKernel(problem, "warp", &warp);
+        const Status fast_status = RunWithTopKKernel(problem, twin, &fast);
+        ASSERT_TRUE(warp_status.ok()) << what << ": " << warp_status.message();
+        ASSERT_TRUE(fast_status.ok()) << what << ": " << fast_status.message();
+        const int64_t top_k = problem.config.top_k, rows = int64_t(warp.topk_indices.size()) / top_k;
+        int64_t differing_rows = 0;
+        for (int64_t row = 0; row < rows; ++row) {
+          if (SameRow(warp.topk_indices, fast.topk_indices, row, top_k)) continue;
+          if (++differing_rows > 8) continue;  // list the first 8
+          ADD_FAILURE() << what << ", selection row " << row << "\n  warp:" << FormatRow(warp.topk_indices, row, top_k)
+                        << "\n  " << twin << ":" << FormatRow(fast.topk_indices, row, top_k);
+        }
+        EXPECT_EQ(differing_rows, 0) << what;
+        ExpectSameBits(warp, fast, what + " vs topk=warp");
+        ++compared;
       }
-      EXPECT_EQ(differing_rows, 0) << what;
-      ExpectSameBits(warp, fast, what + ", threshold vs warp top-k kernel");
-      ++compared;
     }
+    EXPECT_GT(compared, 0) << "topk=" << twin << " ran on no case";
+    std::printf("topk=%s vs warp: %lld runs compared\n", twin, static_cast<long long>(compared));
   }
-  std::printf("threshold vs warp top-k kernel: %lld runs compared\n", static_cast<long long>(compared));
 }
 
 // Runs without a device: the kTagGpuDecodeLists cases are valid problems.

@@ -141,14 +141,26 @@ TEST(KernelPlan, TopKTimesBlockSizePastSharedMemoryTakesTheGatheredKernel) {
 
 TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   const KernelPlan plan = Auto(Lowp(), Decode(64, 1, 8192));
-  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=warp,lists=direct,attend=kv-outer-wgmma");
+  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma");
   // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
-            "index=wgmma,batch=batched,topk=warp,lists=general,attend=kv-outer-wgmma");
+            "index=wgmma,batch=batched,topk=cta,lists=general,attend=kv-outer-wgmma");
   // 17 queries per sequence: not a decode batch.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
-  // A decode over >= 1024 candidate blocks: the threshold top-k.
-  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 1 << 20)).topk, TopKKernel::kThreshold);
+  // Decode batches rank with one CTA per row (8 bytes of shared memory per block of the longest row) ...
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 1 << 20)).topk, TopKKernel::kCta);
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), kA100Caps).topk, TopKKernel::kCta);
+  // ... unless the longest row's 262144 blocks need 2 MiB: then the threshold top-k (>= 1024 candidate blocks).
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, int64_t(1) << 25)).topk, TopKKernel::kThreshold);
+}
+
+TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWgmmaOnSm90aAndQOuterElsewhere) {
+  // 128 and 8 x 16 queries over random blocks: about 0.5 queries per block, 512 (query, group) CTAs.
+  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 65536)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096), kA100Caps).attend, AttendKernel::kQOuter);
+  // A prefill of as few queries per block stays on Q-outer.
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 65536)).attend, AttendKernel::kQOuter);
 }
 
 TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
@@ -165,7 +177,7 @@ TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
 TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
   // M3: Hkv 4 x top_k 16 = 64 split-k CTAs a sequence; one per SM on an H200: at most 132.
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(1, 1, 4096))),
-            "index=wgmma,batch=batched,topk=warp,lists=-,attend=split-k");
+            "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
   EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 1 << 20)).attend, AttendKernel::kSplitK);           // 128 CTAs
   EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);        // 192
   EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmma);        // two queries a sequence
@@ -205,17 +217,17 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
   ExpectRuns(e4m3, Prefill(512), kH200Caps, "index=fp8,topk=insertion,attend=q-outer",
              "index=fp8,batch=per-sequence,topk=insertion,lists=-,attend=q-outer");
   ExpectRuns(lowp, Decode(4, 1, 512), kA100Caps, "index=mma,batch=batched,lists=direct,attend=kv-outer",
-             "index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
+             "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "batch=per-sequence,lists=general,attend=kv-outer-wgmma",
-             "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma");
+             "index=wgmma,batch=per-sequence,topk=cta,lists=general,attend=kv-outer-wgmma");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=gathered",
-             "index=wgmma,batch=batched,topk=warp,lists=-,attend=gathered");
+             "index=wgmma,batch=batched,topk=cta,lists=-,attend=gathered");
   ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=union-tile",
              "index=wgmma,batch=per-sequence,topk=warp,lists=-,attend=union-tile");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=routed",
-             "index=wgmma,batch=batched,topk=warp,lists=general,attend=routed");
+             "index=wgmma,batch=batched,topk=cta,lists=general,attend=routed");
   ExpectRuns(lowp, Decode(4, 2, 512), kH200Caps, "attend=split-k",
-             "index=wgmma,batch=batched,topk=warp,lists=-,attend=split-k");
+             "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -239,6 +251,8 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   Config wide_k = lowp;
   wide_k.top_k = 40;
   ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=threshold", "top_k <= 33");
+  ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "topk=cta", "top_k <= 33");
+  ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "topk=cta", "262144 blocks) within 232448 bytes");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
@@ -262,7 +276,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};  // room for the KV-outer tile, not for split-k's extra
   ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
-             "index=mma,batch=batched,topk=warp,lists=direct,attend=kv-outer");
+             "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
   ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "100352 bytes of shared memory");
   ExpectRefused(lowp, Decode(4, 1, 512), kA100Caps, "attend=split-k", "sm_90a");  // clusters
   Config seventeen = lowp;
@@ -316,7 +330,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 4 * 3 * 9));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 9));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

@@ -263,7 +263,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse) {
+                         double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!QOuterAttendFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   const AttendLayout lay = Layout(g);
@@ -272,7 +272,8 @@ cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   const auto kernel = lowp == kLowpBF16 ? QOuterAttendKernel<kLowpBF16> : QOuterAttendKernel<kLowpF16>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.bytes));
   if (err != cudaSuccess) return err;
-  kernel<<<blocks, kWarps * 32, lay.bytes>>>(q, k, v, topk, position, key_begin, g, scale, lay, head_tiles, out, lse);
+  kernel<<<blocks, kWarps * 32, lay.bytes, stream>>>(q, k, v, topk, position, key_begin, g, scale, lay, head_tiles, out,
+                                                     lse);
   return cudaGetLastError();
 }
 

@@ -30,6 +30,11 @@ bool BlockMaxGeometryFits32(int64_t rows, int64_t last_position, int bk) {
 
 bool RankTopKFits(int top_k) { return top_k <= 33; }
 
+bool RankTopKCtaFits(int top_k, int64_t candidates, const DeviceCaps& caps) {
+  constexpr int64_t kStaticBytes = 1024;  // the kernel's own shared variables, rounded up
+  return RankTopKFits(top_k) && candidates <= (caps.max_shared_bytes - kStaticBytes) / kRankTopKCtaBytesPerCandidate;
+}
+
 bool RankTopKThresholdPaysOff(const ChunkGeometry& g) {
   return (g.pos0 + g.nq - 1) / g.bk + 1 >= kThresholdTopKMinBlocks;
 }

@@ -37,6 +37,10 @@ bool BlockMaxGeometryFits32(int64_t rows, int64_t last_position, int bk);
 // ---- top-k ----
 // RankTopK / RankTopKThreshold: one warp per row, top_k <= 33.
 bool RankTopKFits(int top_k);
+// RankTopKCta: one CTA per row, top_k <= 33 (so that its survivors stay few) and kRankTopKCtaBytesPerCandidate of
+// shared memory per candidate of the longest row (an upper bound: `candidates`), within the device's limit.
+inline constexpr int64_t kRankTopKCtaBytesPerCandidate = 8;
+bool RankTopKCtaFits(int top_k, int64_t candidates, const DeviceCaps& caps);
 // RankTopKThreshold beats RankTopK once the longest row sees this many blocks (docs/gpu-kernels.md has the
 // figures); below it RankTopK is faster.
 inline constexpr int64_t kThresholdTopKMinBlocks = 1024;

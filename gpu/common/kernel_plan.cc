@@ -29,11 +29,9 @@ constexpr Named<IndexKernel> kIndexNames[] = {{IndexKernel::kAuto, "auto"},
                                               {IndexKernel::kFp8, "fp8"}};
 constexpr Named<IndexBatch> kBatchNames[] = {
     {IndexBatch::kAuto, "auto"}, {IndexBatch::kPerSequence, "per-sequence"}, {IndexBatch::kBatched, "batched"}};
-constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},
-                                            {TopKKernel::kExact, "exact"},
-                                            {TopKKernel::kInsertion, "insertion"},
-                                            {TopKKernel::kWarp, "warp"},
-                                            {TopKKernel::kThreshold, "threshold"}};
+constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},           {TopKKernel::kExact, "exact"},
+                                            {TopKKernel::kInsertion, "insertion"}, {TopKKernel::kWarp, "warp"},
+                                            {TopKKernel::kThreshold, "threshold"}, {TopKKernel::kCta, "cta"}};
 constexpr Named<KvLists> kListsNames[] = {
     {KvLists::kAuto, "auto"}, {KvLists::kNone, "-"}, {KvLists::kDirect, "direct"}, {KvLists::kGeneral, "general"}};
 constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
@@ -171,15 +169,20 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
   return Status::Ok();
 }
 
-// The top-k: exact mode ranks doubles; low precision takes the warp kernels where top_k <= 33 (threshold once the
-// longest row sees kThresholdTopKMinBlocks blocks), insertion past them.
-Status PlanTopK(const Config& config, const KernelShapes& shapes, TopKKernel requested, TopKKernel* kernel) {
+// The top-k: exact mode ranks doubles; low precision takes the CTA kernel on decode batches whose longest row fits
+// its shared memory, elsewhere the warp kernels where top_k <= 33 (threshold once the longest row sees
+// kThresholdTopKMinBlocks blocks), insertion past them.
+Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, TopKKernel requested,
+                TopKKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
   const bool warp_fits = RankTopKFits(config.top_k);
   const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  const bool cta_fits = RankTopKCtaFits(config.top_k, longest_row_blocks, caps);
+  const bool decode = IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
   if (requested == TopKKernel::kAuto) {
     *kernel = exact                                           ? TopKKernel::kExact
               : !warp_fits                                    ? TopKKernel::kInsertion
+              : decode && cta_fits                            ? TopKKernel::kCta
               : longest_row_blocks >= kThresholdTopKMinBlocks ? TopKKernel::kThreshold
                                                               : TopKKernel::kWarp;
     return Status::Ok();
@@ -189,11 +192,18 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, TopKKernel req
   if ((requested == TopKKernel::kWarp || requested == TopKKernel::kThreshold) && !warp_fits) {
     return Refuse("topk", value, "needs top_k <= 33, not " + std::to_string(config.top_k));
   }
+  if (requested == TopKKernel::kCta && !cta_fits) {
+    return Refuse("topk", value,
+                  "needs top_k <= 33 (this one: " + std::to_string(config.top_k) + ") and " +
+                      std::to_string(kRankTopKCtaBytesPerCandidate) +
+                      " bytes of shared memory per block of the longest row (" + std::to_string(longest_row_blocks) +
+                      " blocks) within " + std::to_string(caps.max_shared_bytes) + " bytes");
+  }
   *kernel = requested;
   return Status::Ok();
 }
 
-// Batched where the chunk's kernels take a batched chunk (BlockMaxScores(Wgmma), RankTopK(Threshold)) on a decode
+// Batched where the chunk's kernels take a batched chunk (BlockMaxScores(Wgmma), RankTopK(Threshold, Cta)) on a decode
 // batch whose block scores fit the chunk budget.
 Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel index, TopKKernel topk,
                  IndexBatch requested, IndexBatch* batch) {
@@ -201,9 +211,9 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
   if (index != IndexKernel::kMma && index != IndexKernel::kWgmma) {
     why_not =
         "index=" + std::string(NameOf(kIndexNames, index)) + " runs per sequence (batched needs index mma or wgmma)";
-  } else if (topk != TopKKernel::kWarp && topk != TopKKernel::kThreshold) {
-    why_not =
-        "topk=" + std::string(NameOf(kTopKNames, topk)) + " runs per sequence (batched needs topk warp or threshold)";
+  } else if (topk != TopKKernel::kWarp && topk != TopKKernel::kThreshold && topk != TopKKernel::kCta) {
+    why_not = "topk=" + std::string(NameOf(kTopKNames, topk)) +
+              " runs per sequence (batched needs topk warp, threshold or cta)";
   } else if (!IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries)) {
     why_not = "not a decode batch (at most " + std::to_string(kDecodeBatchMaxQueries) +
               " queries per sequence and 65535 sequences with queries; this one: " + std::to_string(shapes.longest_q) +
@@ -235,7 +245,10 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   if (requested == AttendKernel::kAuto) {
     const double queries_per_block = double(g.total_q) * g.top_k / double(std::max<int64_t>(shapes.num_blocks, 1));
     constexpr int64_t kFewQueryCtas = 512;  // about 4 CTAs per SM of an H100 / H200
-    const bool kv_outer_pays = queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas;
+    // Decode batches on sm_90a: KV-outer on wgmma tiles matched Q-outer with one query per sequence (within 2%) and
+    // beat it by 7-15% with 4 or 16 (docs/performance.md, the decode step's top-k and main branch).
+    const bool decode_wgmma = wgmma_fits && IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
+    const bool kv_outer_pays = queries_per_block >= 2.0 || g.total_q * g.hkv < kFewQueryCtas || decode_wgmma;
     // Split-k where its CTAs (one per query, group and slot) fit one per SM: a decode step of a sequence or two,
     // latency-bound, where one launch with the merge inside beats KV-outer's lists, tiles and merge. Past one CTA per
     // SM its clusters share SMs and KV-outer is faster (docs/performance.md, the decode step).
@@ -378,7 +391,7 @@ Status PlanKernels(const Config& config, const KernelShapes& shapes, const Devic
                    const KernelPlan& requested, KernelPlan* plan) {
   KernelPlan p;
   MSA_RETURN_IF_ERROR(PlanIndex(config, shapes, caps, requested.index, &p.index));
-  MSA_RETURN_IF_ERROR(PlanTopK(config, shapes, requested.topk, &p.topk));
+  MSA_RETURN_IF_ERROR(PlanTopK(config, shapes, caps, requested.topk, &p.topk));
   MSA_RETURN_IF_ERROR(PlanBatch(config, shapes, p.index, p.topk, requested.batch, &p.batch));
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));

@@ -45,6 +45,7 @@ enum class TopKKernel {
   kInsertion,  // "insertion": RankFloat, the same on fp32 scores (any top_k)
   kWarp,       // "warp": RankTopK, one warp per row (top_k <= 33)
   kThreshold,  // "threshold": RankTopKThreshold, RankTopK's selection with a threshold filter and split rows
+  kCta,        // "cta": RankTopKCta, RankTopK's selection with one CTA per row (decode)
 };
 // The query lists of the KV-outer main branch.
 enum class KvLists {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "gpu/common/union_tile_plan.h"
 
@@ -108,6 +109,10 @@ cudaError_t RankThreshold(const SelectArgs& a, const ChunkGeometry& g) {
                            a.stream);
 }
 
+cudaError_t RankCta(const SelectArgs& a, const ChunkGeometry& g) {
+  return RankTopKCta(a.ws.bs_float.get(), g, a.out.topk, a.stream);
+}
+
 using RankFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 RankFn RankKernel(TopKKernel kernel) {
   switch (kernel) {
@@ -119,6 +124,8 @@ RankFn RankKernel(TopKKernel kernel) {
       return RankWarp;
     case TopKKernel::kThreshold:
       return RankThreshold;
+    case TopKKernel::kCta:
+      return RankCta;
     case TopKKernel::kAuto:
       break;
   }
@@ -163,11 +170,11 @@ cudaError_t AttendExact(const AttendArgs& a) {
 }
 cudaError_t AttendGathered(const AttendArgs& a) {
   return GatheredAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                        a.scale(), a.out.out, a.out.lse);
+                        a.scale(), a.out.out, a.out.lse, a.stream);
 }
 cudaError_t AttendQOuter(const AttendArgs& a) {
   return QOuterAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                      a.scale(), a.out.out, a.out.lse);
+                      a.scale(), a.out.out, a.out.lse, a.stream);
 }
 cudaError_t AttendKvOuter(const AttendArgs& a) {
   return KvOuterAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
@@ -385,6 +392,13 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
   return Status::Ok();
 }
 
+bool SelectRunsOnStream(const KernelPlan& plan) {
+  constexpr IndexKernel kStreamIndex[] = {IndexKernel::kMma, IndexKernel::kWgmma, IndexKernel::kFp8};
+  constexpr TopKKernel kStreamTopK[] = {TopKKernel::kWarp, TopKKernel::kThreshold, TopKKernel::kCta};
+  return std::find(std::begin(kStreamIndex), std::end(kStreamIndex), plan.index) != std::end(kStreamIndex) &&
+         std::find(std::begin(kStreamTopK), std::end(kStreamTopK), plan.topk) != std::end(kStreamTopK);
+}
+
 Status AttendOnDevice(const Config& config, const KernelPlan& plan, const DeviceAttendInputs& inputs,
                       const DeviceAttendOutputs& outputs, AttendWorkspace* workspace, cudaStream_t stream) {
   const AttendFn attend = AttendKernelFor(plan.attend);
@@ -392,6 +406,10 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
   if (workspace->geometry.total_q <= 0) return Status::Ok();
   MSA_CUDA_RETURN_IF_ERROR(attend(AttendArgs{config, inputs, outputs, *workspace, stream}));
   return Status::Ok();
+}
+
+bool AttendRunsOnStream(const KernelPlan& plan) {
+  return plan.attend != AttendKernel::kExact && plan.attend != AttendKernel::kAuto;
 }
 
 }  // namespace msa::gpu

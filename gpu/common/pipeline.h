@@ -5,9 +5,10 @@
 // (pipeline.cc).
 //
 // Workspaces are allocated up front (Allocate*Workspace); the On* calls then only enqueue, on `stream` for every
-// kernel that takes one (the block-max, top-k, binary16 rounding, fill and KV-outer kernels) and on the default
-// stream for the others (the exact kernels, token-scores, mean-keys, insertion top-k, index_lse, gathered and
-// q-outer). A plan of stream kernels on a non-default stream can therefore be captured in a CUDA graph.
+// kernel that takes one (the block-max, top-k, binary16 rounding, fill kernels and every low-precision main branch)
+// and on the default stream for the others (the exact kernels, token-scores, mean-keys, insertion top-k, index_lse):
+// SelectRunsOnStream / AttendRunsOnStream. A plan of stream kernels on a non-default stream can therefore be captured
+// in a CUDA graph.
 #ifndef MSA_GPU_COMMON_PIPELINE_H_
 #define MSA_GPU_COMMON_PIPELINE_H_
 
@@ -78,6 +79,9 @@ Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan
                       const DeviceSelection& selection, SelectWorkspace* workspace, cudaStream_t stream,
                       const ChunkScoresFn& on_scores = {}, const StageHooks& hooks = {},
                       const ProgressFn& progress = {});
+// Whether SelectOnDevice under `plan` enqueues on `stream` only (index mma, wgmma or fp8 and topk warp, threshold or
+// cta, without the index_lse output), so that it can be captured in a CUDA graph.
+bool SelectRunsOnStream(const KernelPlan& plan);
 
 // ---- main branch ----
 
@@ -116,6 +120,8 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
 // plan.
 Status AttendOnDevice(const Config& config, const KernelPlan& plan, const DeviceAttendInputs& inputs,
                       const DeviceAttendOutputs& outputs, AttendWorkspace* workspace, cudaStream_t stream);
+// Whether AttendOnDevice under `plan` enqueues on `stream` only (every low-precision main branch).
+bool AttendRunsOnStream(const KernelPlan& plan);
 
 }  // namespace msa::gpu
 

@@ -346,7 +346,10 @@ cudaError_t LaunchBlockMax(BlockMaxKernel<typename Ops::Element> one_warpgroup,
   const size_t smem = SmemBytes<Ops>(wgs);
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64);
+  int ctas_per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, wgs * 128, smem);
+  if (err != cudaSuccess) return err;
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64, ctas_per_sm);
   kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }

@@ -199,14 +199,6 @@ __global__ void __launch_bounds__(kWarps * 32)
 }
 // docs:end gpu-block-max
 
-// A block score and id as one 64-bit key whose unsigned order is the ranking order: score descending (the
-// float's bits mapped to an order-preserving unsigned; -0 folded into +0 first), then id ascending.
-__device__ inline unsigned long long RankKey(float score, int64_t id) {
-  uint32_t bits = __float_as_uint(score + 0.0f);
-  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
-  return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
-}
-
 // The warp's best key over the lanes' list heads; the lane holding it (keys are unique) shifts its list.
 template <int kCap>
 __device__ inline unsigned long long PopWarpMax(unsigned long long (&list)[kCap]) {
@@ -230,7 +222,7 @@ __device__ inline void PopAndWriteRow(const RankRow<float>& p, const ChunkGeomet
                                       unsigned long long (&list)[kCap]) {
   for (int64_t slot = 0; slot < p.forced.take; ++slot) {
     const unsigned long long winner = PopWarpMax(list);
-    if (lane == 0) p.out[slot] = int32_t(0xffffffffu - static_cast<uint32_t>(winner));
+    if (lane == 0) p.out[slot] = BlockOfKey(winner);
   }
   if (lane == 0) WriteForcedTail(p.forced, g.top_k, p.out);
 }
@@ -396,13 +388,6 @@ constexpr int kMaxSplits = 32;     // one merge lane per split
 // Warps that fill the device: about 2 waves of 8-warp CTAs, one per SM each.
 int TopKTargetWarps() { return 16 * SmCount(); }
 
-// The most ranked candidates of any row of the chunk: those of its last query (batched: of the latest query of
-// any sequence), whose row sees the most blocks (gpu/topk/rank_row.cuh).
-int64_t MostCandidates(const ChunkGeometry& g) {
-  const int64_t visible = (g.pos0 + g.nq - 1) / g.bk + 1;
-  return ForcedBlocksOf(visible, g.init_blocks, g.local_blocks, g.top_k).candidates();
-}
-
 template <int kLowp, int kMTiles>
 cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
                            float* bs, unsigned long long* bad_row, cudaStream_t stream) {
@@ -411,7 +396,10 @@ cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, con
   const auto kernel = BlockMaxScoresKernel<kLowp, kMTiles>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows);
+  int ctas_per_sm = 0;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, kWarps * 32, smem);
+  if (err != cudaSuccess) return err;
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows, ctas_per_sm);
   kernel<<<plan.grid, kWarps * 32, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
@@ -425,12 +413,12 @@ cudaError_t BlockMaxFor(const uint16_t* index_q, const uint16_t* index_k, const 
 
 }  // namespace
 
-BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows) {
+BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows, int ctas_per_sm) {
   const int64_t rows = g.nq * g.hidx;
   const int64_t tiles_x = (rows + cta_rows - 1) / cta_rows;
   const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;  // of the longest row (batched: of any sequence)
   const int64_t tiles = tiles_x * g.num_sequences;
-  int64_t splits = (2 * int64_t(SmCount()) + tiles - 1) / tiles;
+  int64_t splits = (int64_t(std::max(ctas_per_sm, 1)) * SmCount() + tiles - 1) / tiles;
   if (splits > num_blocks) splits = num_blocks;
   if (splits > 65535) splits = 65535;
   BlockMaxGrid plan;

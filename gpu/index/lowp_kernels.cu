@@ -434,7 +434,7 @@ cudaError_t LaunchBlockScores(const uint16_t* index_q, const uint16_t* index_k, 
 template <int kLowp, int kDvTiles>
 cudaError_t LaunchAttend(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse) {
+                         double* out, double* lse, cudaStream_t stream) {
   const int dpad = RoundUp(g.d, 16), dvpad = RoundUp(g.dv, 8);
   const size_t smem = AttendSmemBytes(g.top_k, dpad, dvpad);
   if (smem > 48 * 1024) {
@@ -444,19 +444,19 @@ cudaError_t LaunchAttend(const uint16_t* q, const uint16_t* k, const uint16_t* v
   }
   const int group = g.hq / g.hkv, head_tiles = (group + 15) / 16;
   const int64_t blocks = g.total_q * g.hkv * head_tiles;
-  AttendKernel<kLowp, kDvTiles>
-      <<<unsigned(blocks), 32, smem>>>(q, k, v, topk, position, key_begin, g, scale, out, lse, dpad, dvpad, head_tiles);
+  AttendKernel<kLowp, kDvTiles><<<unsigned(blocks), 32, smem, stream>>>(q, k, v, topk, position, key_begin, g, scale,
+                                                                        out, lse, dpad, dvpad, head_tiles);
   return cudaGetLastError();
 }
 
 template <int kLowp>
 cudaError_t AttendFor(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                       const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                      double* out, double* lse) {
+                      double* out, double* lse, cudaStream_t stream) {
   const int tiles = RoundUp(g.dv, 8) / 8;
-  if (tiles <= 4) return LaunchAttend<kLowp, 4>(q, k, v, topk, position, key_begin, g, scale, out, lse);
-  if (tiles <= 16) return LaunchAttend<kLowp, 16>(q, k, v, topk, position, key_begin, g, scale, out, lse);
-  return LaunchAttend<kLowp, 32>(q, k, v, topk, position, key_begin, g, scale, out, lse);
+  if (tiles <= 4) return LaunchAttend<kLowp, 4>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
+  if (tiles <= 16) return LaunchAttend<kLowp, 16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
+  return LaunchAttend<kLowp, 32>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
 }
 
 }  // namespace
@@ -498,10 +498,10 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                            const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                           double* out, double* lse) {
+                           double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
-  if (lowp == kLowpBF16) return AttendFor<kLowpBF16>(q, k, v, topk, position, key_begin, g, scale, out, lse);
-  return AttendFor<kLowpF16>(q, k, v, topk, position, key_begin, g, scale, out, lse);
+  if (lowp == kLowpBF16) return AttendFor<kLowpBF16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
+  return AttendFor<kLowpF16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
 }
 
 }  // namespace msa::gpu

@@ -13,6 +13,19 @@
 
 namespace msa::gpu {
 
+// A block score and id as one 64-bit key whose unsigned order is the ranking order: score descending (the
+// float's bits mapped to an order-preserving unsigned; -0 folded into +0 first), then id ascending.
+__device__ inline unsigned long long RankKey(float score, int64_t id) {
+  uint32_t bits = __float_as_uint(score + 0.0f);
+  bits = (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+  return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
+}
+
+// The block id of a RankKey.
+__device__ inline int32_t BlockOfKey(unsigned long long key) {
+  return int32_t(0xffffffffu - static_cast<uint32_t>(key));
+}
+
 template <typename S>
 struct RankRow {
   ForcedBlocks forced;        // of the row's query: visible blocks 0..forced.local
@@ -30,6 +43,13 @@ __device__ inline RankRow<S> PlaceRankRow(const S* bs, const ChunkGeometry& g, i
   p.scores = bs != nullptr ? bs + row * g.max_blocks : nullptr;
   p.out = topk + (r * g.total_q + g.t0 + t_local) * int64_t(g.top_k);
   return p;
+}
+
+// The most ranked candidates of any row of the chunk: those of its last query (batched: of the latest query of
+// any sequence), whose row sees the most blocks.
+inline int64_t MostCandidates(const ChunkGeometry& g) {
+  const int64_t visible = (g.pos0 + g.nq - 1) / g.bk + 1;
+  return ForcedBlocksOf(visible, g.init_blocks, g.local_blocks, g.top_k).candidates();
 }
 
 // Slots [take, top_k) of a row whose first `take` slots hold its ranked candidates: the init blocks ascending,

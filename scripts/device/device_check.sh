@@ -132,7 +132,7 @@ print(f"{len(tests)} tests: {len(tests) - len(failed)} passed, {len(refusals)} r
 sys.exit(1 if real else 0)
 PY
 }
-for plan in attend=q-outer attend=gathered index=mma,attend=kv-outer topk=threshold lists=general batch=per-sequence; do
+for plan in attend=q-outer attend=gathered index=mma,attend=kv-outer topk=threshold topk=cta lists=general batch=per-sequence; do
   report="$OUT_DIR/gtest_conformance_${plan//[=,]/_}.json"
   MSA_GPU_PLAN=$plan step "conformance_${plan//[=,]/_}" 600 \
     "$BUILD/tests/conformance_test" --gtest_filter='*/gpu_bf16_*:*/gpu_fp16_*' --gtest_output=json:"$report"
