@@ -38,6 +38,12 @@ KEY_MAJOR = ("dk", "dv", "dki")  # rows are key rows; dq and dqi rows are query 
 # ----------------------------------------------------------------------------------------------------
 # a training case: the inputs, dout / dlse, and the reference selection it is computed on
 # ----------------------------------------------------------------------------------------------------
+
+def sequential_sum_of_outer_products(a, b):
+    """sum_i outer(a[i], b[i]) for a [n, m], b [n, d] -> [m, d], added first to last in their dtype (numpy's cumsum
+    adds in order; its sum and matmul do not promise one)."""
+    return np.cumsum(a[:, :, None] * b[:, None, :], axis=0)[-1]
+
 class TrainingCase(md.Case):
     def __init__(self, name, inputs_path, reference_path):
         super().__init__(name, inputs_path, reference_path)
@@ -217,17 +223,18 @@ class Emulation:
         return (grad @ keys) * scale
 
     def key_side(self, grad, rows, scale):
-        """sum over the contributing (query, head) pairs, (t, h) order: grad [n_heads, ql, kl], rows [n_heads, ql,
-        d] -> [kl, d]; scale None for dv."""
+        """sum over the contributing (query, head) pairs, one after the other in (t, h) order (or reversed): grad
+        [n_heads, ql, kl], rows [n_heads, ql, d] -> [kl, d]; scale None for dv. Not a matrix product: BLAS picks its
+        own summation order by CPU, which would make the order knob (and the bits) depend on the machine."""
         flat_grad = grad.transpose(1, 0, 2).reshape(-1, grad.shape[2])      # [(t, h), kl]
         flat_rows = rows.transpose(1, 0, 2).reshape(-1, rows.shape[2])      # [(t, h), d]
         if self.knobs.key_sum_order == "reversed":
             flat_grad, flat_rows = flat_grad[::-1], flat_rows[::-1]
         if scale is None:
-            return flat_grad.T @ flat_rows
+            return sequential_sum_of_outer_products(flat_grad, flat_rows)
         if self.knobs.query_side_scale == "before":
-            return flat_grad.T @ (flat_rows * scale)
-        return (flat_grad.T @ flat_rows) * scale
+            return sequential_sum_of_outer_products(flat_grad, flat_rows * scale)
+        return sequential_sum_of_outer_products(flat_grad, flat_rows) * scale
 
     # --- the indexer's KL -------------------------------------------------------------------------
     def indexer_kl(self, q0, q1, k0, k1, mask, teacher):

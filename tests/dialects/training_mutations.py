@@ -31,9 +31,10 @@ def both(*cases):
 
 MUTATIONS = [
     # --- controls: orders and formulas the rules allow; each must PASS ---------------------------------------
-    # dk, dv and dki summed over their contributing (query, head) pairs last to first
+    # dk, dv and dki summed over their contributing (query, head) pairs last to first. Not on bf16 large_bf16
+    # either: its reversed fp32 sums round to the same bf16 gradients.
     dict(kind="ok_key_sums_reversed", expect="pass", knobs=dict(key_sum_order="reversed"),
-         on=every(but=BF16_SAME_BITS)),
+         on=every(but=BF16_SAME_BITS + [("bf16", "large_bf16")])),
     # the scale applied to dS (and to the KL's rho - pbar) before the product instead of after it. Not on
     # large_bf16: D = 16 and N = 64 make both scales powers of two (the same bits either way).
     dict(kind="ok_scale_before_product", expect="pass", knobs=dict(query_side_scale="before"),
