@@ -311,8 +311,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     result.main_graph_ms = times.single_ms;
     result.main_stream_ms = times.back_to_back_ms;
   }
-  if (main_on_stream && shape.decode && SelectRunsOnStream(plan) &&
-      given == nullptr) {  // the whole decode step as a graph
+  const bool step_on_stream = main_on_stream && SelectRunsOnStream(plan);
+  if (step_on_stream && shape.decode && given == nullptr) {  // the whole decode step as a graph
     const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] {

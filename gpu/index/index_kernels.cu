@@ -288,19 +288,7 @@ __device__ inline void ThresholdLists(const float* scores, int64_t begin, int64_
     const unsigned long long key = RankKey(scores[b], b);
     best = key > best ? key : best;
   }
-  // above: lanes whose maximum beats this lane's (zeros tie); T = the smallest maximum ranked below `take`.
-  int above = 0;
-#pragma unroll
-  for (int i = 1; i < 32; ++i) {
-    const unsigned long long other = __shfl_sync(kFullMask, best, (lane + i) & 31);
-    above += other > best;
-  }
-  unsigned long long threshold = above < take ? best : ~0ull;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const unsigned long long other = __shfl_xor_sync(kFullMask, threshold, offset);
-    threshold = other < threshold ? other : threshold;
-  }
+  const unsigned long long threshold = TakeThLargestOfLanes(best, take, lane);
   // A lane whose maximum is below T holds no key >= T: it sits pass 2 out (its loads and key math predicated off).
   const int64_t end2 = best >= threshold ? end : begin;
 #pragma unroll 4

@@ -21,6 +21,24 @@ __device__ inline unsigned long long RankKey(float score, int64_t id) {
   return (static_cast<unsigned long long>(bits) << 32) | (0xffffffffu - static_cast<uint32_t>(id));
 }
 
+// The take-th largest (1 <= take <= 32) of the 32 lanes' lane_max, the zeros (lanes without candidates) tying at
+// the bottom: the smallest lane_max that fewer than `take` lanes beat (0 when fewer than `take` lanes hold one). When
+// lane j's lane_max is the largest of a set of distinct keys, the take-th best of all their keys is >= it. Every lane
+// of the warp calls it and gets it.
+__device__ inline unsigned long long TakeThLargestOfLanes(unsigned long long lane_max, int take, int lane) {
+  constexpr unsigned kAllLanes = 0xffffffffu;
+  int above = 0;  // lanes whose maximum beats this lane's (zeros tie)
+#pragma unroll
+  for (int i = 1; i < 32; ++i) above += __shfl_sync(kAllLanes, lane_max, (lane + i) & 31) > lane_max;
+  unsigned long long threshold = above < take ? lane_max : ~0ull;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const unsigned long long other = __shfl_xor_sync(kAllLanes, threshold, offset);
+    threshold = other < threshold ? other : threshold;
+  }
+  return threshold;
+}
+
 // The block id of a RankKey.
 __device__ inline int32_t BlockOfKey(unsigned long long key) {
   return int32_t(0xffffffffu - static_cast<uint32_t>(key));

@@ -14,25 +14,16 @@
 namespace msa::gpu {
 namespace {
 
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kMaxThreads = 1024;
-
-__device__ inline unsigned long long WarpMin(unsigned long long v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const unsigned long long other = __shfl_xor_sync(kFullMask, v, offset);
-    v = other < v ? other : v;
-  }
-  return v;
-}
 
 // docs:begin gpu-rank-topk-cta
 // RankTopKCtaKernel: one CTA per chunk row, latest rows first. Thread i takes the candidates init_end + i,
 // init_end + i + blockDim.x, ... (coalesced; blockDim.x a multiple of 32), so the candidates fall into 32 groups by
 // lane (group l: the candidates init_end + l + 32 j).
 //   threshold  each group's largest key (RankKey; shared atomicMax, order-free) and T = the take-th largest of the 32
-//              group maxima (0 when fewer than take groups hold candidates, or take > 32). The take groups ranked at
-//              or above T hold distinct keys >= T, so every key of the row's best take is >= T.
+//              group maxima (TakeThLargestOfLanes; take <= 32, since top_k <= 33 and the local block is always
+//              forced). The take groups ranked at or above T hold distinct keys >= T, so every key of the row's best
+//              take is >= T.
 //   survivors  each thread re-reads its candidates (L1) and appends its keys >= T to shared memory at an atomic slot
 //              (any order): on random scores about take + a few, at most the row's candidates.
 //   rank       a survivor's rank is the number of survivors above it (keys are unique, so ranks are distinct): the
@@ -67,12 +58,8 @@ __global__ void __launch_bounds__(kMaxThreads) RankTopKCtaKernel(const float* bs
     if (best != 0) atomicMax(&group_max[lane], best);
     __syncthreads();
     if (threadIdx.x < 32) {
-      const unsigned long long m = group_max[lane];
-      int above = 0;  // groups whose maximum beats this one's (zeros tie)
-#pragma unroll
-      for (int i = 1; i < 32; ++i) above += __shfl_sync(kFullMask, m, (lane + i) & 31) > m;
-      const unsigned long long t = WarpMin(above < take ? m : ~0ull);
-      if (lane == 0) threshold = take > 32 ? 0 : t;
+      const unsigned long long t = TakeThLargestOfLanes(group_max[lane], take, lane);
+      if (lane == 0) threshold = t;
     }
     __syncthreads();
     const unsigned long long t = threshold;
