@@ -48,7 +48,7 @@ struct NanMaxFold {
   float best[2];  // max of the raw dots over the current block's visible keys (this thread's columns), NaN sticky
 
 #if defined(MSA_WGMMA_ENABLED)  // (BlockMaxCta's body, the only user)
-  __device__ __forceinline__ void Start(int h) { best[h] = -INFINITY; }
+  __device__ __forceinline__ void Start(int h, float) { best[h] = -INFINITY; }
 
   // Folds the 32 scores of half `kHalf` of a tile (accumulator chunks 8 kHalf .. 8 kHalf + 7) into the rows'
   // running maxima; with kMasked, keys past lim[h] (the row's position minus the half's first key) are skipped.
@@ -70,8 +70,8 @@ struct NanMaxFold {
   }
 
   __device__ __forceinline__ static float Max(float a, float b) { return block_max::MaxNaN(a, b); }
-  __device__ __forceinline__ bool NonFiniteSeen(int, float) const { return false; }  // a written max says it
-#endif                                                                               // MSA_WGMMA_ENABLED
+  __device__ __forceinline__ bool NonFiniteSeen(int) const { return false; }  // a written max says it
+#endif                                                                        // MSA_WGMMA_ENABLED
 };
 
 // e4m3 operands: 4 k32 steps over the padded dims, query rows of 144 bytes (ldmatrix .b16 conflict-free: the 8-bit

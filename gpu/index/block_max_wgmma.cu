@@ -2,7 +2,7 @@
 // BlockMaxScores (gpu/index/index_kernels.cu), only the tile kernel differs (tests/gpu_plans_test.cc compares the
 // two bit for bit; docs/gpu-kernels.md has its speed). The kernel's code
 // is gpu/index/block_max_wgmma.cuh (BlockMaxCta, shared with BlockMaxFp8Kernel) with the operand policy Lowp16Operands
-// and the reduction MaxMinFold below.
+// and the reduction MaxCheckFold below.
 //
 // docs:begin gpu-block-max-wgmma
 // BlockMaxWgmmaKernel: the index branch as a GEMM of the chunk's rows [rows, Di] (row (t - t0) * Hidx + r is one
@@ -20,16 +20,17 @@
 //   overlap    two accumulator sets: the wgmma of tile i + 1 is issued before the reduction of tile i
 //              (wgmma.wait_group 1), as FlashAttention-3 overlaps softmax with the next GEMM.
 //   reduction  per 64-key half of a tile (block_size is a multiple of 64, so a half never straddles two
-//              blocks): each thread folds its 32 scores per row into the row's running max (fmaxf) and running
-//              min (min.NaN: sticky NaN); keys past the row's position are skipped, only in halves that reach
-//              the warp's first position (fmaxf, where BlockMaxScores keeps s > best ? s : best: the two differ
+//              blocks): each thread folds its 32 scores per row into the row's running max (fmaxf, ALU pipe)
+//              and the row's check (FMA pipe, below); keys past the row's position are skipped, only in halves that
+//              reach the warp's first position (fmaxf, where BlockMaxScores keeps s > best ? s : best: the two differ
 //              only on a -0 / +0 pair, and an accumulator that starts at +0 never holds -0). When a half ends a
 //              block (or the CTA's key range), 4 lanes combine their maxima and one writes max * scale to
 //              bs[row * max_blocks + blk], for blk <= the row's local block only. scale > 0 and rounding is
 //              monotone, so this is the max of the scaled scores.
-//   bad rows   a row is bad iff some visible scaled score is not finite (BlockMaxScores' fmaf(s * scale, 0, c)
-//              test): a NaN score makes the running min NaN, a +inf scaled score makes a written block max +inf,
-//              a -inf one the running min's scaled value -inf; bad rows go to atomicMin(bad_row, t * Hidx + r).
+//   bad rows   a row is bad iff some visible scaled score is not finite: BlockMaxScores' own test, the check
+//              c = fmaf(s * scale, 0, c) over the visible scores (0, or NaN from the first non-finite one), on
+//              the FMA pipe, so that the max's ALU pipe holds nothing else; for scale <= 1, c = fmaf(s, 0, c)
+//              (the same test, one instruction per score); bad rows go to atomicMin(bad_row, t * Hidx + r).
 //   grid       grid.x = 128-row tiles, latest rows first; grid.y splits the key blocks for decode and short
 //              chunks (the launcher of BlockMaxScores with 128-row tiles, one CTA per SM); grid.z = the sequences
 //              of a batched chunk (EnterSequence: the CTA's sequence, its rows at their offset in bs).
@@ -39,7 +40,8 @@
 //   zero the free accumulator set; wgmma.fence; issue tile i + 1 (8 wgmma); commit; wgmma.wait_group 1
 //   reduce tile i from the other set
 // Shared memory: 4 x 32 KiB key stages + 64 * kWgs rows of 272 B (query tile) + 1 KiB alignment slack (163 KiB
-// for two warpgroups). ptxas (CUDA 13.0, sm_90a): 234 registers, no spills, no wgmma serialization warning.
+// for two warpgroups). ptxas (CUDA 13.0, sm_90a): 236 registers (247 with the scaled check), no spills,
+// no wgmma serialization warning (C7514), no local memory, one barrier, one CTA per multiprocessor.
 // docs:end gpu-block-max-wgmma
 #include <cmath>
 #include <cstdint>
@@ -52,51 +54,60 @@
 namespace msa::gpu {
 namespace {
 
-// The reduction of this kernel: per row a running block max (fmaxf) and a running min over every visible score
-// (min.NaN, NaN sticky), whose scaled value the bad-row test checks at the end.
-struct MaxMinFold {
-  float best[2];  // max of the raw dots over the current block's visible keys (this thread's columns)
-  float lo[2];    // min of the raw dots over every visible key so far, NaN sticky (starts at 0)
+// The reduction of this kernel: per row a running block max (fmaxf, on the ALU pipe) and BlockMaxScores' bad-row
+// check over every visible score, check = fmaf(s * scale, 0, check) (on the FMA pipe): 0 while every scaled score is
+// finite, NaN from the first that is not (NaN * 0 and inf * 0 are NaN; a finite value times 0 adds a zero).
+// kScaled false (the launcher's choice for 0 < scale <= 1): check = fmaf(s, 0, check), one instruction per score, the
+// same test, since then |s * scale| <= |s| and s * scale is finite exactly when s is.
+template <bool kScaled>
+struct MaxCheckFold {
+  float best[2];   // max of the raw dots over the current block's visible keys (this thread's columns)
+  float check[2];  // 0, or NaN once a visible scaled score was not finite
+  float scale;
 
 #if defined(MSA_WGMMA_ENABLED)  // (BlockMaxCta's body, the only user)
-  __device__ __forceinline__ void Start(int h) {
+  __device__ __forceinline__ void Start(int h, float score_scale) {
     best[h] = -INFINITY;
-    lo[h] = 0.0f;
+    check[h] = 0.0f;
+    scale = score_scale;
   }
 
   // Folds the 32 scores of half `kHalf` of a tile (accumulator chunks 8 kHalf .. 8 kHalf + 7) into the rows'
-  // running max / min; with kMasked, keys past lim[h] (the row's position minus the half's first key) are skipped.
+  // running max and check; with kMasked, keys past lim[h] (the row's position minus the half's first key) are
+  // skipped.
   template <int kHalf, bool kMasked>
   __device__ __forceinline__ void FoldHalf(const float (&acc)[64], const int (&lim)[2], int tig) {
-    float mx[2][2], mn[2][2];  // two partial chains per row, combined at the end (max / min are order-free)
+    float mx[2][2], ck[2][2];  // two partial chains per row, combined at the end (max and the check are order-free)
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       mx[h][0] = mx[h][1] = best[h];
-      mn[h][0] = mn[h][1] = lo[h];
+      ck[h][0] = check[h];
+      ck[h][1] = 0.0f;
     }
     block_max::ForEachScoreOfHalf<kHalf, kMasked>(acc, lim, tig, [&](int h, int j, float s, bool visible) {
-      // Selects, not branches: an invisible key adds -inf to the max and 0 to the min (which starts at 0).
+      // Selects, not branches: an invisible key adds -inf to the max and 0 to the check.
       mx[h][j & 1] = fmaxf(mx[h][j & 1], visible ? s : -INFINITY);
-      mn[h][j & 1] = block_max::MinNaN(mn[h][j & 1], visible ? s : 0.0f);
+      const float x = visible ? s : 0.0f;
+      ck[h][j & 1] = fmaf(kScaled ? x * scale : x, 0.0f, ck[h][j & 1]);
     });
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       best[h] = fmaxf(mx[h][0], mx[h][1]);
-      lo[h] = block_max::MinNaN(mn[h][0], mn[h][1]);
+      check[h] = ck[h][0] + ck[h][1];
     }
   }
 
   __device__ __forceinline__ static float Max(float a, float b) { return fmaxf(a, b); }
-  __device__ __forceinline__ bool NonFiniteSeen(int h, float scale) const { return !isfinite(lo[h] * scale); }
+  __device__ __forceinline__ bool NonFiniteSeen(int h) const { return check[h] != 0.0f; }
 #endif  // MSA_WGMMA_ENABLED
 };
 
 // bf16 / fp16 operands: 8 k16 steps over the padded dims, query rows of 272 bytes (ldmatrix conflict-free), key
 // tiles of two 128-byte column blocks (dims 0-63 | 64-127); batched chunks taken.
-template <int kLowp>
+template <int kLowp, bool kScaledCheck>
 struct Lowp16Operands {
   using Element = uint16_t;
-  using Fold = MaxMinFold;
+  using Fold = MaxCheckFold<kScaledCheck>;
   static constexpr int kStepK = 16;
   static constexpr int kQStride = block_max::kDiPad + 8;
   static constexpr bool kBatchedChunks = true;
@@ -107,24 +118,35 @@ struct Lowp16Operands {
 #endif  // MSA_WGMMA_ENABLED
 };
 
-template <int kLowp, int kWgs>
+template <int kLowp, bool kScaledCheck, int kWgs>
 __global__ void __launch_bounds__(kWgs * 128, 1)
     BlockMaxWgmmaKernel(const uint16_t* index_q, const uint16_t* index_k, ChunkGeometry g, float scale,
                         int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
-  block_max::BlockMaxCta<Lowp16Operands<kLowp>, kWgs>(index_q, index_k, g, scale, blocks_per_cta, bs, bad_row);
+  block_max::BlockMaxCta<Lowp16Operands<kLowp, kScaledCheck>, kWgs>(index_q, index_k, g, scale, blocks_per_cta, bs,
+                                                                    bad_row);
 }
 
-template <int kLowp>
+template <int kLowp, bool kScaledCheck>
 cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
                              float* bs, unsigned long long* bad_row, cudaStream_t stream) {
-  return block_max::LaunchBlockMax<Lowp16Operands<kLowp>>(BlockMaxWgmmaKernel<kLowp, 1>, BlockMaxWgmmaKernel<kLowp, 2>,
-                                                          index_q, index_k, g, scale, bs, bad_row, stream);
+  using Ops = Lowp16Operands<kLowp, kScaledCheck>;
+  return block_max::LaunchBlockMax<Ops>(BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1>,
+                                        BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2>, index_q, index_k, g, scale, bs,
+                                        bad_row, stream);
+}
+
+// The kernel for this precision and scale (MaxCheckFold: the unscaled check where scale <= 1).
+template <int kLowp>
+cudaError_t BlockMaxWgmmaForScale(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
+                                  float* bs, unsigned long long* bad_row, cudaStream_t stream) {
+  if (scale <= 1.0f) return BlockMaxWgmmaFor<kLowp, false>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return BlockMaxWgmmaFor<kLowp, true>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace
 
-static_assert(block_max::SmemBytes<Lowp16Operands<kLowpBF16>>(2) == kBlockMaxWgmmaSmemBytes &&
-                  block_max::SmemBytes<Lowp16Operands<kLowpF16>>(2) == kBlockMaxWgmmaSmemBytes,
+static_assert(block_max::SmemBytes<Lowp16Operands<kLowpBF16, false>>(2) == kBlockMaxWgmmaSmemBytes &&
+                  block_max::SmemBytes<Lowp16Operands<kLowpF16, true>>(2) == kBlockMaxWgmmaSmemBytes,
               "BlockMaxScoresWgmmaFits (gpu/common/kernel_fits.h)");
 
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
@@ -137,8 +159,8 @@ cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) {
     return BlockMaxScores(lowp, index_q, index_k, g, scale, bs, bad_row, stream);
   }
-  if (lowp == kLowpBF16) return BlockMaxWgmmaFor<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
-  return BlockMaxWgmmaFor<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
+  if (lowp == kLowpBF16) return BlockMaxWgmmaForScale<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
+  return BlockMaxWgmmaForScale<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace msa::gpu

@@ -11,10 +11,10 @@
 //   kBatchedChunks whether the kernel takes batched chunks (EnterSequence; grid.z = the sequences)
 //   Mma(acc, a, b) acc += A B for one k-step: A = a k-step's fragment from registers, B = its key-tile descriptor
 //   Fold           the reduction flavor: per-row running maxima `best[2]` (the thread's two accumulator rows) and
-//                  whatever the bad-row test needs besides the written block maxima; Start(h) resets row h,
+//                  whatever the bad-row test needs besides the written block maxima; Start(h, scale) resets row h,
 //                  FoldHalf<kHalf, kMasked>(acc, lim, tig) folds half kHalf of a tile (keys past lim[h] skipped
 //                  with kMasked; ForEachScoreOfHalf visits the scores), Max(a, b) combines two lanes' maxima,
-//                  NonFiniteSeen(h, scale) is the row's extra bad test at the end.
+//                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
 #ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
@@ -67,12 +67,7 @@ constexpr size_t SmemBytes(int wgs) {
 }
 
 #if defined(MSA_WGMMA_ENABLED)
-// For the folds: min / max with NaN propagation (PTX min.NaN / max.NaN, sm_80+): a NaN argument gives NaN.
-__device__ inline float MinNaN(float a, float b) {
-  float d;
-  asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
-  return d;
-}
+// For the folds: max with NaN propagation (PTX max.NaN, sm_80+): a NaN argument gives NaN.
 __device__ inline float MaxNaN(float a, float b) {
   float d;
   asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b));
@@ -99,11 +94,12 @@ __device__ __forceinline__ void ForEachScoreOfHalf(const float (&acc)[64], const
 // Per-thread state of the reduction: this thread's two accumulator rows 16v + lane/4 (+8) of the CTA.
 template <class Fold>
 struct RowState {
-  int pos[2];    // key position of the row's query, -1 past the chunk
-  int local[2];  // pos / bk: the last block the row sees
-  int row[2];    // chunk row
-  Fold fold;     // the running maxima (and the flavor's bad-row state)
-  bool bad[2];   // a written block max scaled to a non-finite value
+  int pos[2];        // key position of the row's query, -1 past the chunk
+  int local[2];      // pos / bk: the last block the row sees
+  int row[2];        // chunk row
+  float* bs_row[2];  // the row's block maxima: bs + row * max_blocks (bs for a row past the chunk)
+  Fold fold;         // the running maxima (and the flavor's bad-row state)
+  bool bad[2];       // a written block max scaled to a non-finite value
 };
 
 // One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
@@ -170,9 +166,21 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const uint32_t load_dst0 =
       (load_chunk / 8) * kColBlockBytes + wgmma::SwizzledOffset(uint32_t(load_key), uint32_t(load_chunk % 8));
   const bool load_dims = load_chunk < chunks_per_row;
+  // The source of this thread's first copy: key key_first + load_key, its chunk; a tile adds kTileKeys keys, a pass
+  // kKeysPerPass keys. A tile wholly before key_end (every tile but a CTA's last) copies without per-copy tests.
+  const Element* load_src0 = index_k + (g.key_begin + key_first + load_key) * g.di + load_chunk * L::kChunkElems;
+  const int64_t pass_elems = int64_t(kKeysPerPass) * g.di;
   const auto load_tile = [&](int tile) {
     const uint32_t dst = k_smem + uint32_t(tile % kStages) * L::kStageBytes + load_dst0;
     const int key0 = key_first + tile * kTileKeys + load_key;
+    if (load_dims && key_first + (tile + 1) * kTileKeys <= key_end) {
+      const Element* src = load_src0 + int64_t(tile) * kTileKeys * g.di;
+#pragma unroll
+      for (int j = 0; j < kTileKeys / kKeysPerPass; ++j) {
+        wgmma::CopyAsync16(dst + uint32_t(j * kKeysPerPass) * kRowBytes, src + j * pass_elems, true);
+      }
+      return;
+    }
 #pragma unroll
     for (int j = 0; j < kTileKeys / kKeysPerPass; ++j) {
       const int key = key0 + j * kKeysPerPass;
@@ -194,7 +202,8 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     st.row[h] = row0 + warp * 16 + gid + 8 * h;
     st.pos[h] = st.row[h] < rows ? pos0 + st.row[h] / hidx : -1;
     st.local[h] = st.pos[h] >= 0 ? st.pos[h] / bk : -1;
-    st.fold.Start(h);
+    st.bs_row[h] = bs + (st.pos[h] >= 0 ? int64_t(st.row[h]) * g.max_blocks : 0);
+    st.fold.Start(h, scale);
     st.bad[h] = false;
   }
   const int warp_first_row = row0 + warp * 16 < rows ? row0 + warp * 16 : rows - 1;
@@ -234,7 +243,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
       v = Ops::Fold::Max(v, __shfl_xor_sync(mma::kFullMask, v, 2));
       if (tig == 0 && st.pos[h] >= 0 && blk <= st.local[h]) {
         const float value = v * scale;
-        bs[int64_t(st.row[h]) * g.max_blocks + blk] = value;
+        st.bs_row[h][blk] = value;
         if (!isfinite(value)) st.bad[h] = true;
       }
       st.fold.best[h] = -INFINITY;
@@ -318,7 +327,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if (st.pos[h] >= 0 && (st.bad[h] || st.fold.NonFiniteSeen(h, scale))) {
+    if (st.pos[h] >= 0 && (st.bad[h] || st.fold.NonFiniteSeen(h))) {
       atomicMin(bad_row, static_cast<unsigned long long>((g.t0 + st.row[h] / hidx) * hidx + st.row[h] % hidx));
     }
   }
