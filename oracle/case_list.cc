@@ -247,6 +247,15 @@ std::vector<CaseEntry> BuildList() {
       {.kind = "index_overflow", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16, .pooling = kMax,
        .lengths = {{300, 300}, {3, 2000}}, .dtype = kBF16, .seed = 401, .query_scale = 3e37,
        .tags = kTagGpuIndexOverflow},
+      // index_scale above 1 (the index kernels' scaled bad-row check): index_scale 4 with every scaled score finite,
+      // and index_scale 1e9 over dot products of about 1e31, finite in fp32 but not once scaled (bf16), or index_q
+      // inputs past binary16's range (fp16): refused alike.
+      {.kind = "index_scale_above_one", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16,
+       .pooling = kMax, .lengths = {{300, 300}, {3, 2000}}, .dtype = kBF16, .seed = 402, .index_scale = 4,
+       .tags = kTagGpuIndexOverflow},
+      {.kind = "index_overflow_by_scale", .hq = 8, .hkv = 4, .dim = 128, .block_size = 128, .top_k = 16,
+       .pooling = kMax, .lengths = {{300, 300}, {3, 2000}}, .dtype = kBF16, .seed = 403, .query_scale = 1e30,
+       .index_scale = 1e9, .tags = kTagGpuIndexOverflow},
       // RankTopKThreshold's paths: few rows over many candidates, so a chunk's rows are split over several warps and
       // merged (Bk 64, top_k 16: 2, 8 and 4 rows over 4687, 3125 and 625 blocks), the same with exact ties
       // everywhere (the splits and the merge must keep block id order), Bk 128 with top_k 33 (32-key lists), an init

@@ -37,8 +37,9 @@ Status RunWithIndexKernel(const Problem& problem, const char* kernel, Outputs* o
 // kernel BlockMaxScores on every max-pooling case (canonical, large and tied ones, bf16 and fp16): the block
 // scores, hence the selection, index_lse and the main branch. Its errors are the same too: index_q scaled to
 // about 3e37 makes dot products overflow to inf (bf16) or the inputs themselves inf (fp16), and both kernels must
-// name the same first bad (query, group). On a device other than sm_90a the planner refuses index=wgmma and the
-// test skips (it never compares a kernel with itself).
+// name the same first bad (query, group); index scales above 1 take the wgmma kernel's scaled check, once with every
+// scaled score finite and once with finite dots that overflow when scaled. On a device other than sm_90a the planner
+// refuses index=wgmma and the test skips (it never compares a kernel with itself).
 TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
   MSA_REQUIRE_GPU();
   std::vector<TestCase> cases;
