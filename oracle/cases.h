@@ -28,7 +28,7 @@ enum CaseTag : uint32_t {
   // The gpu backend's tests (tests/gpu_*_test.cc): shapes that steer its planner to one kernel or path.
   kTagGpuGathered = 1u << 8,        // dims or top_k * Bk both tensor-core attention kernels decline: GatheredAttend
   kTagGpuTiedBlockMax = 1u << 9,    // few-valued index inputs: exactly tied block maxima at bf16 and fp16
-  kTagGpuIndexOverflow = 1u << 10,  // index_q scaled until index scores overflow: every index kernel refuses alike
+  kTagGpuIndexOverflow = 1u << 10,  // index scores at fp32's edge: overflowing ones (refused alike), index_scale > 1
   kTagGpuTopKSplit = 1u << 11,      // few rows over many blocks (split top-k lists), and rows shorter than top_k
   kTagGpuDecodeLists = 1u << 12,    // decode batches of one query per sequence (the KV-outer direct lists)
   kTagGpuDecodeBatch = 1u << 13,    // decode batches of up to 16 queries per sequence (the batched index branch)
