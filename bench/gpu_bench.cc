@@ -135,16 +135,30 @@ class PhaseTimer {
 };
 
 // Replay times of one captured graph: `single`, the median of reps replays each launched on an idle device (launch
-// latency included); `back_to_back`, the mean over kBackToBack replays enqueued at once (the host ahead of the device,
-// as in a decode loop: the device's time per replay).
+// latency included); `cold`, the same after the L2 cache is flushed before each (every input read from memory, as in
+// a model's decode step, where the other layers' reads evict this layer's); `back_to_back`, the mean over kBackToBack
+// replays enqueued at once (the host ahead of the device, as in a decode loop: the device's time per replay). Short
+// decode steps fit L2, so `single` and `back_to_back` replays read their inputs from L2.
 struct GraphTimes {
-  double single_ms = 0, back_to_back_ms = 0;
+  double single_ms = 0, cold_ms = 0, back_to_back_ms = 0;
 };
 constexpr int kBackToBack = 20;
 
+// Evicts the L2 cache: writes a buffer of twice its size (allocated once).
+void FlushL2(cudaStream_t stream) {
+  static const int64_t bytes = [] {
+    int device = 0, l2 = 0;
+    BENCH_CHECK(cudaGetDevice(&device));
+    BENCH_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
+    return 2 * int64_t(l2);
+  }();
+  static DeviceBuffer<uint8_t> scratch = Allocate<uint8_t>(bytes, "l2_flush");
+  BENCH_CHECK(cudaMemsetAsync(scratch.get(), 0x5a, size_t(bytes), stream));
+}
+
 // The work `enqueue()` puts on `stream`, captured once as a CUDA graph and replayed: reps + 1 single replays (the
-// first untimed), `prepare()` (poisoning outputs) and a device synchronization before each, then `prepare()` once
-// and kBackToBack replays in a row.
+// first untimed), `prepare()` (poisoning outputs) and a device synchronization before each, reps more with the L2
+// flushed after `prepare()`, then `prepare()` once and kBackToBack replays in a row.
 template <class Enqueue, class Prepare>
 GraphTimes GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enqueue&& enqueue, Prepare&& prepare) {
   cudaGraph_t graph;
@@ -153,18 +167,20 @@ GraphTimes GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enque
   enqueue();
   BENCH_CHECK(cudaStreamEndCapture(stream, &graph));
   BENCH_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  std::vector<double> graph_ms;
-  for (int rep = -1; rep < reps; ++rep) {
+  std::vector<double> graph_ms, cold_ms;
+  for (int rep = -1; rep < 2 * reps; ++rep) {
     prepare();
+    if (rep >= reps) FlushL2(stream);
     BENCH_CHECK(cudaDeviceSynchronize());
     timer.Begin(stream);
     BENCH_CHECK(cudaGraphLaunch(exec, stream));
     timer.End(stream);
     const double ms = timer.TakeMs();
-    if (rep >= 0) graph_ms.push_back(ms);
+    if (rep >= 0) (rep < reps ? graph_ms : cold_ms).push_back(ms);
   }
   GraphTimes times;
   times.single_ms = Median(graph_ms);
+  times.cold_ms = Median(cold_ms);
   prepare();
   BENCH_CHECK(cudaDeviceSynchronize());
   timer.Begin(stream);
@@ -186,6 +202,7 @@ struct Result {
   double union4 = 0, union8 = 0;  // mean distinct blocks of 4 / 8 consecutive queries' rows (bench/selections.h)
   double index_ms = 0, topk_ms = 0, main_ms = 0, main_graph_ms = 0, step_graph_ms = 0;
   double main_stream_ms = 0, step_stream_ms = 0;  // back-to-back replays of the same graphs (GraphTimes)
+  double main_cold_ms = 0, step_cold_ms = 0;      // single replays after an L2 flush (GraphTimes)
   uint64_t bad_rows = 0, nonfinite = 0;
 };
 
@@ -309,6 +326,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
         [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
         poison_outputs);
     result.main_graph_ms = times.single_ms;
+    result.main_cold_ms = times.cold_ms;
     result.main_stream_ms = times.back_to_back_ms;
   }
   const bool step_on_stream = main_on_stream && SelectRunsOnStream(plan);
@@ -324,6 +342,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
           poison_outputs();
         });
     result.step_graph_ms = times.single_ms;
+    result.step_cold_ms = times.cold_ms;
     result.step_stream_ms = times.back_to_back_ms;
   }
   BENCH_CHECK(cudaMemset(flags.get() + 2, 0, 2 * 8));
@@ -446,12 +465,13 @@ int main(int argc, char** argv) {
       "\"union8\": %.3f, \"batch\": "
       "%lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
-      "\"main_stream_ms\": %.4f, \"step_stream_ms\": %.4f, "
+      "\"main_stream_ms\": %.4f, \"step_stream_ms\": %.4f, \"main_cold_ms\": %.4f, \"step_cold_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
       mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
       (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
-      r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.index_ms + r.topk_ms + r.main_ms,
-      index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite);
+      r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.main_cold_ms, r.step_cold_ms,
+      r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
+      (unsigned long long)r.nonfinite);
   return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
 }
