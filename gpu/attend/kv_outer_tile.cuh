@@ -228,15 +228,17 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
 // docs:end gpu-kv-outer-tile
 
 // docs:begin gpu-kv-outer-merge
-// One step of a row's merge, one warp per row, lane j holding slot j's (m_b, l_b) in ml_of_lane ((-inf, 0) for a -1
-// slot): the partial of slot `slot`, the row's next block in ascending block order, with O_b (this lane's 4 dims),
-// against the row maximum m: w = e^(m_b - m), l += l_b w, acc += O_b w.
-__device__ inline void FoldPartial(float2 ml_of_lane, int slot, float m, float4 o, bool owns_dims, float& l,
-                                   float (&acc)[4]) {
-  const float2 ml =
-      make_float2(__shfl_sync(mma::kFullMask, ml_of_lane.x, slot), __shfl_sync(mma::kFullMask, ml_of_lane.y, slot));
-  const float w = expf(ml.x - m);
-  l += ml.y * w;
+// A row's merge, one warp per row: lane j holds slot j's (m_b, l_b) in ml_of_lane ((-inf, 0) for a -1 slot) and its
+// weight against the row maximum m, SlotWeight: w_b = e^(m_b - m), every slot's at once, off the folds' chain.
+__device__ inline float SlotWeight(float2 ml_of_lane, float m) { return expf(ml_of_lane.x - m); }
+
+// One step of a row's merge: the partial of slot `slot`, the row's next block in ascending block order, with O_b (this
+// lane's 4 dims): l += l_b w_b, acc += O_b w_b.
+__device__ inline void FoldPartial(float2 ml_of_lane, float weight_of_lane, int slot, float4 o, bool owns_dims,
+                                   float& l, float (&acc)[4]) {
+  const float l_b = __shfl_sync(mma::kFullMask, ml_of_lane.y, slot);
+  const float w = __shfl_sync(mma::kFullMask, weight_of_lane, slot);
+  l += l_b * w;
   if (owns_dims) {
     acc[0] += o.x * w;
     acc[1] += o.y * w;
@@ -271,6 +273,7 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
   const float2 ml_of_lane = valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);  // lane = slot
   float m = ml_of_lane.x;
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  const float weight_of_lane = SlotWeight(ml_of_lane, m);
   float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const bool owns_dims = lane * 4 < g.dv;
   // Batches of kMergeBatch partials: their loads issued together, then folded in ascending block order.
@@ -288,7 +291,7 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j) {
       if (slot[j] < 0) break;  // warp-uniform
-      FoldPartial(ml_of_lane, slot[j], m, o[j], owns_dims, l, acc);
+      FoldPartial(ml_of_lane, weight_of_lane, slot[j], o[j], owns_dims, l, acc);
     }
   }
   WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);

@@ -4,8 +4,8 @@
 // each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order). One launch per
 // chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
 // so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
-// Q rows (groups of at most 16 heads; AttendTile loads them after), then wait for the selection with WaitForPrimary,
-// so their launch overlaps the top-k's tail.
+// Q rows (groups of at most 16 heads; AttendTile loads them after) and read their query's position and first key
+// (inputs of the step), then wait for the selection with WaitForPrimary, so their launch overlaps the top-k's tail.
 //
 // A group of at most 16 heads fills one m16 row tile, which AttendTile gives to one warp of four; OneQueryTile spreads
 // that tile over the four warps with the same bits: S by key quarters (each score is the same dot in the same
@@ -34,18 +34,21 @@ constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kWarps;  // 16-key steps of S pe
 constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O per warp
 
 // OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima.
+// P's rows are kPStride floats apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a
+// lane's 4 fragment registers are one 16-byte word.
+constexpr int kPStride = kKeyPad + 8;
 struct OneQueryShared {
-  float* p;         // [kRows][kKeyPad]
-  uint32_t* pa;     // [kKeyPad / 16][32 lanes][4]
+  float* p;         // [kRows][kPStride]
+  uint4* pa;        // [kKeyPad / 16][32 lanes]
   float* warp_max;  // [kWarps][kRows]
 };
 constexpr size_t kOneQuerySmemBytes =
-    size_t(kRows) * kKeyPad * 4 + size_t(kKeyPad / 16) * 32 * 4 * 4 + size_t(kWarps) * kRows * 4;
+    size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4;
 __device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
-  x.pa = reinterpret_cast<uint32_t*>(x.p + kRows * kKeyPad);
-  x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32 * 4);
+  x.pa = reinterpret_cast<uint4*>(x.p + kRows * kPStride);
+  x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32);
   return x;
 }
 
@@ -63,36 +66,45 @@ __device__ inline void LoadGroupQueries(const uint16_t* q, const AttendGeometry&
   mma::CopyAsyncCommit();
 }
 
-// AttendTile's partial for a tile of one query whose group has at most 16 heads (entry 0 the query, the others
-// padding), on all four warps; the same preconditions and the same bits, and Q already issued (LoadGroupQueries).
+// One committed cp.async group: the block's rows of kv head r (keys kb + key0 + i, i < nkeys; `dims` of `row_dims`
+// each, in rows of hkv heads) into smem rows of kStride, zeros past nkeys and past dims. Thread tid copies the 16-byte
+// piece tid % kPieces of keys tid / kPieces + kKeysPerPass j from one source pointer advanced by a pass's rows: the
+// copies are issued back to back (a warp per SM sub-partition here, so every instruction's latency is exposed).
+__device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t key0, int nkeys, int hkv, int r, int dims,
+                                     uint16_t* dst) {
+  constexpr int kPieces = kDimPad / 8, kKeysPerPass = kWarps * 32 / kPieces;
+  static_assert(kWarps * 32 % kPieces == 0 && kKeyPad % kKeysPerPass == 0, "whole passes of whole rows");
+  const int piece = int(threadIdx.x) % kPieces, first_key = int(threadIdx.x) / kPieces;
+  const bool piece_valid = piece * 8 < dims;
+  const uint16_t* from = src + ((kb + key0 + first_key) * hkv + r) * dims + piece * 8;
+  const int64_t pass_elements = int64_t(kKeysPerPass) * hkv * dims;
+  uint16_t* to = dst + first_key * kStride + piece * 8;
+#pragma unroll
+  for (int pass = 0; pass < kKeyPad / kKeysPerPass; ++pass) {
+    const bool valid = piece_valid && first_key + pass * kKeysPerPass < nkeys;
+    mma::CopyAsync16(to, valid ? from : src, valid);  // an invalid copy reads nothing and writes zeros
+    from += pass_elements;
+    to += kKeysPerPass * kStride;
+  }
+  mma::CopyAsyncCommit();
+}
+
+// AttendTile's partial for a tile of one query whose group has at most 16 heads (tile entry `entry`, the query at key
+// position pos, its keys from kb), on all four warps; the same preconditions and the same bits,
+// and Q already issued (LoadGroupQueries).
 template <int kLowp>
-__device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const int64_t* key_begin,
-                                    const AttendGeometry& g, float scale, int64_t t0, int r, int64_t key0,
+__device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
+                                    int32_t entry, int64_t pos, int64_t kb, int r, int64_t key0,
                                     const kv_outer::TileShared& s, const OneQueryShared& x, float* part_o,
                                     float2* part_ml) {
-  using mma::CopyAsync16;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int group = g.hq / g.hkv;
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
   const int v_key = ((lane / 8) % 2) * 8 + lane % 8, v_dim = (lane / 16) * 8;
-  const int32_t entry = s.tile_entry[0];
-  const int64_t t = t0 + entry / g.top_k, pos = s.tile_pos[0], kb = key_begin[t];
   const int nkeys = int(pos - key0 + 1 < g.bk ? pos - key0 + 1 : g.bk);
 
-  for (int e = tid; e < kKeyPad * (kDimPad / 8); e += blockDim.x) {
-    const int key = e / (kDimPad / 8), piece = e % (kDimPad / 8);
-    const bool valid = key < nkeys && piece * 8 < g.d;
-    CopyAsync16(s.ks + key * kStride + piece * 8, k + (valid ? ((kb + key0 + key) * g.hkv + r) * g.d + piece * 8 : 0),
-                valid);
-  }
-  mma::CopyAsyncCommit();
-  for (int e = tid; e < kKeyPad * (kDimPad / 8); e += blockDim.x) {
-    const int key = e / (kDimPad / 8), piece = e % (kDimPad / 8);
-    const bool valid = key < nkeys && piece * 8 < g.dv;
-    CopyAsync16(s.vs + key * kStride + piece * 8, v + (valid ? ((kb + key0 + key) * g.hkv + r) * g.dv + piece * 8 : 0),
-                valid);
-  }
-  mma::CopyAsyncCommit();
+  LoadBlockRows(k, kb, key0, nkeys, g.hkv, r, g.d, s.ks);
+  LoadBlockRows(v, kb, key0, nkeys, g.hkv, r, g.dv, s.vs);
   mma::CopyAsyncWait<1>();
   __syncthreads();
 
@@ -153,16 +165,15 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        p[half][e] = exp2f(fmaf(sc[2 * j + half][e], kv_outer::kLog2e, -m_log2[e / 2]));
-        x.p[row_h[e / 2] * kKeyPad + kt * 16 + half * 8 + tig * 2 + (e & 1)] = p[half][e];
+      for (int e = 0; e < 4; ++e) p[half][e] = exp2f(fmaf(sc[2 * j + half][e], kv_outer::kLog2e, -m_log2[e / 2]));
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        *reinterpret_cast<float2*>(x.p + row_h[h] * kPStride + kt * 16 + half * 8 + tig * 2) =
+            make_float2(p[half][2 * h], p[half][2 * h + 1]);
       }
     }
-    uint32_t* pa = x.pa + (kt * 32 + lane) * 4;
-    pa[0] = mma::Pack<kLowp>(p[0][0], p[0][1]);
-    pa[1] = mma::Pack<kLowp>(p[0][2], p[0][3]);
-    pa[2] = mma::Pack<kLowp>(p[1][0], p[1][1]);
-    pa[3] = mma::Pack<kLowp>(p[1][2], p[1][3]);
+    x.pa[kt * 32 + lane] = make_uint4(mma::Pack<kLowp>(p[0][0], p[0][1]), mma::Pack<kLowp>(p[0][2], p[0][3]),
+                                      mma::Pack<kLowp>(p[1][0], p[1][1]), mma::Pack<kLowp>(p[1][2], p[1][3]));
   }
   mma::CopyAsyncWait<0>();
   __syncthreads();  // P complete, V landed
@@ -174,8 +185,12 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e)
-          l_row[e / 2] += x.p[row_h[e / 2] * kKeyPad + kt * 16 + half * 8 + tig * 2 + (e & 1)];
+        for (int h = 0; h < 2; ++h) {  // elements e = 2 h, 2 h + 1
+          const float2 pair =
+              *reinterpret_cast<const float2*>(x.p + row_h[h] * kPStride + kt * 16 + half * 8 + tig * 2);
+          l_row[h] += pair.x;
+          l_row[h] += pair.y;
+        }
       }
     }
 #pragma unroll
@@ -191,8 +206,8 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int kt = 0; kt < kKeyPad / 16; ++kt) {
     if (kt * 16 < nkeys) {
-      const uint32_t* pa_ptr = x.pa + (kt * 32 + lane) * 4;
-      const uint32_t pa[4] = {pa_ptr[0], pa_ptr[1], pa_ptr[2], pa_ptr[3]};
+      const uint4 word = x.pa[kt * 32 + lane];
+      const uint32_t pa[4] = {word.x, word.y, word.z, word.w};
 #pragma unroll
       for (int j = 0; j < kDimTilesPerWarp; ++j) {
         const int dp = warp * kDimTilesPerWarp + j;
@@ -217,10 +232,10 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
   }
 }
 
-// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (FoldPartial,
-// WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum is their
-// warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j of
-// `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
+// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (SlotWeight,
+// FoldPartial, WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum
+// is their warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j
+// of `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
 // (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
 constexpr int kMaxSlots = kSplitKMaxSlots;
 __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
@@ -240,11 +255,12 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
   }
   float m = ml_of_lane.x;
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
+  const float weight_of_lane = kv_outer::SlotWeight(ml_of_lane, m);
   float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
   for (int k = 0; k < kMaxSlots; ++k) {
     if (k >= valid_slots) break;  // warp-uniform
-    kv_outer::FoldPartial(ml_of_lane, order[k], m, o[k], owns_dims, l, acc);
+    kv_outer::FoldPartial(ml_of_lane, weight_of_lane, order[k], o[k], owns_dims, l, acc);
   }
   kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
 }
@@ -268,6 +284,12 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   const int64_t t_local = i / (g.hkv * g.top_k), t = t0 + t_local;
   const int r = (i / g.top_k) % g.hkv, slot = i % g.top_k;
   if (group <= kRows) LoadGroupQueries(q, g, t, r, s);  // before the wait: it overlaps the top-k's tail
+  const int64_t pos = position[t], kb = key_begin[t];   // inputs of the step, as Q
+  const int32_t entry = int32_t(t_local * g.top_k + slot);
+  if (tid < qpc) {  // AttendTile's tile: entry 0 this query, the others padding
+    s.tile_entry[tid] = tid == 0 ? entry : -1;
+    s.tile_pos[tid] = tid == 0 ? pos : -1;
+  }
   WaitForPrimary();
   if (warp == 0) {  // every slot's id: this CTA's own, and the merge's order
     const int32_t id = lane < g.top_k ? topk[(int64_t(r) * g.total_q + t) * g.top_k + lane] : -1;
@@ -277,16 +299,11 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     if (lane == slot) own_id = id;
     if (lane == 0) valid_mask = mask;
   }
-  __syncthreads();
+  __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
-    if (tid < qpc) {
-      s.tile_entry[tid] = tid == 0 ? int32_t(t_local * g.top_k + slot) : -1;
-      s.tile_pos[tid] = tid == 0 ? position[t] : -1;
-    }
-    __syncthreads();
     if (group <= kRows) {
-      OneQueryTile<kLowp>(k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s,
+      OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
                           CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s, part_o, part_ml);
