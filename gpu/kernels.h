@@ -210,13 +210,18 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
 
+// The most SplitKAttend CTAs the current device places as one thread block cluster
+// (cudaOccupancyMaxPotentialClusterSize at kSplitKSmemBytes each; sm_90a devices only, 0 elsewhere or on error):
+// DeviceCaps::max_split_k_cluster.
+int SplitKLargestCluster();
+
 // The main branch split over selection slots (gpu/attend/split_k.cu): one CTA per (query, group, slot) computes the
 // partial KvOuterAttend's tile computes for that block; a (query, group)'s top_k CTAs are one thread block cluster,
 // which synchronizes and merges the group's rows with the arithmetic of KvOuterAttend's merge, so out and lse are
 // KvOuterAttend's bits. One launch per chunk of plan.chunk_q queries, a programmatic dependent of the kernel before it
-// on `stream`: it waits for that kernel before reading topk, but issues its reads of q before, so q must be complete
-// before the kernel before it starts. workspace: PlanKvOuter's layout. Needs SplitKAttendFits(g) and sm_90 code:
-// cudaErrorInvalidValue past kSplitKMaxSlots, cudaErrorNotSupported where the binary is not sm_90 code.
+// on `stream`: it waits for that kernel before reading topk, but reads q, position and key_begin before, so they must
+// be complete before the kernel before it starts. workspace: PlanKvOuter's layout. Needs SplitKAttendFits(g) and sm_90
+// code: cudaErrorInvalidValue past kSplitKMaxSlots, cudaErrorNotSupported where the binary is not sm_90 code.
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse,

@@ -182,6 +182,9 @@ TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
   EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);        // 192
   EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmma);        // two queries a sequence
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), kA100Caps).attend, AttendKernel::kKvOuter);  // no clusters
+  DeviceCaps eight_cta_clusters = kH200Caps;  // a part (a MIG slice) that cannot place 16 CTAs of 100 KB as a cluster
+  eight_cta_clusters.max_split_k_cluster = 8;
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), eight_cta_clusters).attend, AttendKernel::kKvOuterWgmma);
   Config wide = Lowp();
   wide.top_k = 17;  // past a cluster of 16
   EXPECT_EQ(Auto(wide, Decode(1, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);
@@ -285,6 +288,9 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   Config seventeen = lowp;
   seventeen.top_k = 17;  // one CTA per slot in a cluster of at most 16
   ExpectRefused(seventeen, Decode(4, 1, 4096), kH200Caps, "attend=split-k", "top_k <= 16");
+  DeviceCaps eight_cta_clusters = kH200Caps;
+  eight_cta_clusters.max_split_k_cluster = 8;  // M3's top_k 16 CTAs form one cluster
+  ExpectRefused(lowp, Decode(4, 1, 4096), eight_cta_clusters, "attend=split-k", "clusters of at most 8");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }

@@ -317,7 +317,34 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   }
 }
 
+// SplitKAttendKernel's launch attributes: its dynamic shared memory, and clusters past the portable 8 CTAs.
+cudaError_t SetSplitKAttributes(void (*kernel)(const uint16_t*, const uint16_t*, const uint16_t*, const int32_t*,
+                                               const int64_t*, const int64_t*, AttendGeometry, float, int64_t, float*,
+                                               float2*, double*, double*)) {
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes + kOneQuerySmemBytes));
+  if (err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
 }  // namespace
+
+int SplitKLargestCluster() {
+  const auto kernel = SplitKAttendKernel<kLowpBF16>;
+  cudaFuncAttributes binary{};
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3{unsigned(kMaxSlots)};
+  config.blockDim = dim3{kWarps * 32};
+  config.dynamicSmemBytes = kSmemBytes + kOneQuerySmemBytes;
+  int size = 0;
+  if (cudaFuncGetAttributes(&binary, kernel) != cudaSuccess || binary.binaryVersion < 90 ||
+      SetSplitKAttributes(kernel) != cudaSuccess ||
+      cudaOccupancyMaxPotentialClusterSize(&size, kernel, &config) != cudaSuccess) {
+    cudaGetLastError();  // no sm_90 code for this device, or no device: no clusters
+    return 0;
+  }
+  return size;
+}
 
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
@@ -327,12 +354,8 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
   static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
   const size_t smem = kSmemBytes + kOneQuerySmemBytes;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
-  if (g.top_k > 8) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-  }
   unsigned char* base = static_cast<unsigned char*>(workspace);
   float* part_o = reinterpret_cast<float*>(base + plan.part_o);
   float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu/kernels.h"
+
 namespace msa::gpu {
 
 const DeviceCaps& CurrentDeviceCaps() {
@@ -20,6 +22,7 @@ const DeviceCaps& CurrentDeviceCaps() {
     c.minor = minor;
     c.sm_count = sms > 0 ? sms : 1;
     c.max_shared_bytes = shared;
+    c.max_split_k_cluster = c.RunsSm90a() ? SplitKLargestCluster() : 0;
     return c;
   }();
   return caps;

@@ -61,7 +61,7 @@ bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps) {
 
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
   return KvOuterAttendFits(g, caps) && g.top_k <= kSplitKMaxSlots &&
-         kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
+         kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a() && g.top_k <= caps.max_split_k_cluster;
 }
 
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {

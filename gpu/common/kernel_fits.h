@@ -73,7 +73,8 @@ inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8)
 // SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
 // largest, non-portable cluster).
 inline constexpr int kSplitKMaxSlots = 16;
-// KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes.
+// KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes that
+// places a cluster of top_k such CTAs (caps.max_split_k_cluster).
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive

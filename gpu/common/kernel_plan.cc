@@ -288,7 +288,8 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                   "needs top_k <= " + std::to_string(kSplitKMaxSlots) +
                       " (a (query, group)'s slots form one thread block cluster; top_k " + std::to_string(g.top_k) +
                       ") and an sm_90a device with " + std::to_string(kSplitKSmemBytes) +
-                      " bytes of shared memory per block (this one: " + CapsText(caps) + ")");
+                      " bytes of shared memory per block that places a cluster of top_k such blocks (this one: " +
+                      CapsText(caps) + ", clusters of at most " + std::to_string(caps.max_split_k_cluster) + ")");
   }
   if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
