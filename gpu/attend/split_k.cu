@@ -318,9 +318,8 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
 }
 
 // SplitKAttendKernel's launch attributes: its dynamic shared memory, and clusters past the portable 8 CTAs.
-cudaError_t SetSplitKAttributes(void (*kernel)(const uint16_t*, const uint16_t*, const uint16_t*, const int32_t*,
-                                               const int64_t*, const int64_t*, AttendGeometry, float, int64_t, float*,
-                                               float2*, double*, double*)) {
+template <class Kernel>
+cudaError_t SetSplitKAttributes(Kernel* kernel) {
   const cudaError_t err =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes + kOneQuerySmemBytes));
   if (err != cudaSuccess) return err;
