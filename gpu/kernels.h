@@ -209,6 +209,14 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream = nullptr);
+// KvOuterAttendWgmma with 16-bit partial results: each tile stores O_b / l_b rounded to the storage format (not O_b
+// in fp32), and the merge folds them as acc += (O_b / l_b) (l_b w_b). Half the partials' bytes, its own rounding point
+// (so not KvOuterAttendWgmma's bits); everything else, the needs and the errors are KvOuterAttendWgmma's.
+cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                                  const int32_t* first_block, const AttendGeometry& g, float scale,
+                                  const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                                  cudaStream_t stream = nullptr);
 
 // The most SplitKAttend CTAs the current device places as one thread block cluster
 // (cudaOccupancyMaxPotentialClusterSize at kSplitKSmemBytes each; sm_90a devices only, 0 elsewhere or on error):

@@ -4,8 +4,10 @@
 // for bit (index mma = wgmma, topk warp = threshold = cta, batch per-sequence = batched, lists general = direct, attend
 // kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from PlanKernels over every combination
 // of requested values on this device: a plan it refuses is not run (and never replaced), so no kernel is compared with
-// itself. Without a usable CUDA device every test skips saying why.
+// itself. MSA_GPU_PLANS_MATCHING=TEXT (a device run's shortcut) keeps only the plans whose text contains TEXT, e.g.
+// "attend=kv-outer-wgmma-p16". Without a usable CUDA device every test skips saying why.
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -25,14 +27,23 @@
 namespace msa::gpu_test {
 namespace {
 
-// Every plan PlanKernels accepts for `config` on this device, keyed by its text (distinct concrete plans).
+// The MSA_GPU_PLANS_MATCHING text ("" when unset: every plan).
+std::string PlansMatching() {
+  const char* text = std::getenv("MSA_GPU_PLANS_MATCHING");
+  return text == nullptr ? "" : text;
+}
+
+// Every plan PlanKernels accepts for `config` on this device whose text contains PlansMatching(), keyed by its text
+// (distinct concrete plans).
 std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const Batch& batch) {
   std::map<std::string, gpu::KernelPlan> plans;
 #if defined(MSA_HAVE_CUDA)
   const gpu::KernelShapes shapes = gpu::ShapesOf(config, batch);
+  const std::string matching = PlansMatching();
   for (const gpu::KernelPlan& requested : gpu::AllRequestablePlans()) {
     gpu::KernelPlan plan;
-    if (gpu::PlanKernels(config, shapes, gpu::CurrentDeviceCaps(), requested, &plan).ok()) {
+    if (gpu::PlanKernels(config, shapes, gpu::CurrentDeviceCaps(), requested, &plan).ok() &&
+        gpu::FormatKernelPlan(plan).find(matching) != std::string::npos) {
       plans[gpu::FormatKernelPlan(plan)] = plan;
     }
   }
@@ -115,8 +126,9 @@ TEST_P(GpuPlans, EveryRunnablePlanPassesTheOracleAndClaimedTwinsAgreeBitForBit) 
       }
     }
   }
-  std::printf("%s: %lld runnable plans run, %lld compared bit for bit with a twin\n",
+  std::printf("%s: %lld runnable plans run%s, %lld compared bit for bit with a twin\n",
               std::string(PrecisionName(precision)).c_str(), static_cast<long long>(runs),
+              PlansMatching().empty() ? "" : (" (those matching \"" + PlansMatching() + "\")").c_str(),
               static_cast<long long>(twins));
 }
 

@@ -223,6 +223,10 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "batch=per-sequence,lists=general,attend=kv-outer-wgmma",
              "index=wgmma,batch=per-sequence,topk=cta,lists=general,attend=kv-outer-wgmma");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=kv-outer-wgmma-p16",
+             "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma-p16");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=kv-outer-wgmma-p16",
+             "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma-p16");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=gathered",
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=gathered");
   ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=union-tile",
@@ -262,6 +266,8 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "attend=kv-outer-wgmma,lists=direct", "one query per sequence");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=q-outer,lists=general", "builds no lists");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-wgmma", "sm_90a");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-wgmma-p16", "sm_90a");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "attend=kv-outer-wgmma-p16", "precision exact");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=union-tile", "sm_90a");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=union-tile,lists=general", "builds no lists");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=routed", "sm_90a");
@@ -275,6 +281,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=q-outer", "shared memory");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer-wgmma-p16", "top_k <= 32");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=split-k", "top_k <= 32");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   // Room for the KV-outer tile, not for split-k's extra. Split-k's shared memory: the tile (64 + 2 x 128 rows of 136
@@ -315,7 +322,8 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
   };
   EXPECT_NE(message("attend=kv_outer")
                 .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                      "q-outer, kv-outer, kv-outer-wgmma, union-tile, union-tile-ws, routed, split-k)"),
+                      "q-outer, kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, union-tile, union-tile-ws, routed, "
+                      "split-k)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -339,7 +347,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 9));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

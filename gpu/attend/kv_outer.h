@@ -14,6 +14,12 @@
 
 namespace msa::gpu::kv_outer {
 
+// The partial results' format, a template argument of the tile kernels that write them and of MergeRow
+// (kv_outer_tile.cuh): kPartialsFp32 stores O_b in fp32 (every KV-outer tile kernel, split-k); kPartials16 stores
+// O_b / l_b rounded to the storage format (kv-outer-wgmma-p16: half the bytes, and within the storage format's range
+// whenever v is, O_b / l_b being a weighted mean of v's rows). Both [chunk_q, Hq, top_k, Dv] at KvOuterPlan::part_o.
+enum PartialsFormat : int { kPartialsFp32 = 0, kPartials16 = 1 };
+
 // One chunk's inputs and lists, as a tile kernel reads them (passed by value to the kernel).
 struct TileLists {
   const uint16_t* q = nullptr;         // [total_q, Hq, D]
@@ -28,16 +34,18 @@ struct TileLists {
   int64_t num_buckets = 0;
   const int32_t* entries = nullptr;  // [max_entries]: (t - t0) * top_k + slot, -1 for padding
   const int2* tile_block = nullptr;  // [max_tiles]: (group, block id) of each tile
-  float* part_o = nullptr;           // [chunk_q, Hq, top_k, Dv]
+  void* part_o = nullptr;            // [chunk_q, Hq, top_k, Dv] in the tile kernel's PartialsFormat (kv_outer_tile.cuh)
   float2* part_ml = nullptr;         // [chunk_q, Hq, top_k]: (m_b, l_b)
   int64_t max_tiles = 0;             // upper bound on the chunk's tiles (grid sizing): exact with direct lists
 };
 
 // A tile kernel: `prepare` runs once per KvOuterAttend call before any launch (kernel attributes), `launch`
-// enqueues the tiles of one chunk on `stream`; both return the CUDA error.
+// enqueues the tiles of one chunk on `stream`; both return the CUDA error. `partials`: the PartialsFormat it writes
+// (kv_outer_tile.cuh), which the merge reads.
 struct TileLauncher {
   cudaError_t (*prepare)(int lowp) = nullptr;
   cudaError_t (*launch)(int lowp, const TileLists& lists, cudaStream_t stream) = nullptr;
+  PartialsFormat partials = kPartialsFp32;
 };
 
 // KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel. union_route (nullable,
@@ -48,7 +56,7 @@ cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* 
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
                 const TileLauncher& tiles, const uint8_t* union_route);
 
-// The wgmma tile kernel of KvOuterAttendWgmma (kv_outer_wgmma.cu).
+// The wgmma tile kernel of KvOuterAttendWgmma (kv_outer_wgmma.cu), writing fp32 partials.
 TileLauncher WgmmaTiles();
 
 }  // namespace msa::gpu::kv_outer

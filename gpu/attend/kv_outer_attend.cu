@@ -146,15 +146,25 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
   }
 }
 
-// Merge: one warp per (chunk query, head) on path K (MergeRow in kv_outer_tile.cuh).
+// Merge: one warp per (chunk query, head) on path K (MergeRow in kv_outer_tile.cuh), partials in kPartials' format.
+template <int kLowp, kv_outer::PartialsFormat kPartials>
 __global__ void MergeKernel(const int32_t* topk, const uint8_t* route, AttendGeometry g, int64_t t0, int64_t nq,
-                            const float* part_o, const float2* part_ml, double* out, double* lse) {
+                            const void* part_o, const float2* part_ml, double* out, double* lse) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;  // (t - t0) * hq + head
   if (row >= nq * g.hq) return;
   const int64_t t = t0 + row / g.hq;
   const int head = int(row % g.hq);
   if (RoutedToU(route, g, t, head / (g.hq / g.hkv))) return;
-  MergeRow(topk, g, t, head, row, part_o, part_ml, out, lse);
+  MergeRow<kLowp, kPartials>(topk, g, t, head, row, part_o, part_ml, out, lse);
+}
+
+// The merge kernel for a tile kernel's partials: fp32 partials are read alike at either storage format.
+using MergeFn = void (*)(const int32_t*, const uint8_t*, AttendGeometry, int64_t, int64_t, const void*, const float2*,
+                         double*, double*);
+MergeFn MergeFor(int lowp, kv_outer::PartialsFormat partials) {
+  if (partials == kv_outer::kPartialsFp32) return MergeKernel<kLowpBF16, kv_outer::kPartialsFp32>;
+  return lowp == kLowpBF16 ? MergeKernel<kLowpBF16, kv_outer::kPartials16>
+                           : MergeKernel<kLowpF16, kv_outer::kPartials16>;
 }
 
 size_t Align256(size_t bytes) { return (bytes + 255) / 256 * 256; }
@@ -211,8 +221,8 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
   const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
   const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(SmCount()) * kCtasPerSm));
   tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.t0,
-                                                         l.offsets, l.num_buckets, l.entries, l.tile_block, l.part_o,
-                                                         l.part_ml);
+                                                         l.offsets, l.num_buckets, l.entries, l.tile_block,
+                                                         static_cast<float*>(l.part_o), l.part_ml);
   return cudaGetLastError();
 }
 
@@ -255,8 +265,9 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
   int32_t* entries = reinterpret_cast<int32_t*>(base + plan.entries);
   int2* tile_block = reinterpret_cast<int2*>(base + plan.tile_block);
-  float* part_o = reinterpret_cast<float*>(base + plan.part_o);
+  void* part_o = base + plan.part_o;
   float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
+  const MergeFn merge = MergeFor(lowp, tiles.partials);
   cudaError_t err = tiles.prepare(lowp);
   if (err != cudaSuccess) return err;
   TileLists lists;
@@ -291,7 +302,7 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
     }
     if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
-    MergeKernel<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, t0, nq, part_o, part_ml, out, lse);
+    merge<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, t0, nq, part_o, part_ml, out, lse);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -302,7 +313,8 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
                           double* lse, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles}, /*union_route=*/nullptr);
+                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
+                       /*union_route=*/nullptr);
 }
 
 }  // namespace msa::gpu

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "gpu/attend/kv_outer.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
 
@@ -233,18 +234,33 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
 __device__ inline float SlotWeight(float2 ml_of_lane, float m) { return expf(ml_of_lane.x - m); }
 
 // One step of a row's merge: the partial of slot `slot`, the row's next block in ascending block order, with O_b (this
-// lane's 4 dims): l += l_b w_b, acc += O_b w_b.
+// lane's 4 dims): l += l_b w_b, acc += O_b w_b. kNormalized: `o` holds O_b / l_b (16-bit partials), and
+// acc += (O_b / l_b) (l_b w_b).
+template <bool kNormalized = false>
 __device__ inline void FoldPartial(float2 ml_of_lane, float weight_of_lane, int slot, float4 o, bool owns_dims,
                                    float& l, float (&acc)[4]) {
   const float l_b = __shfl_sync(mma::kFullMask, ml_of_lane.y, slot);
   const float w = __shfl_sync(mma::kFullMask, weight_of_lane, slot);
-  l += l_b * w;
+  const float lw = l_b * w;
+  l += lw;
+  const float o_weight = kNormalized ? lw : w;
   if (owns_dims) {
-    acc[0] += o.x * w;
-    acc[1] += o.y * w;
-    acc[2] += o.z * w;
-    acc[3] += o.w * w;
+    acc[0] += o.x * o_weight;
+    acc[1] += o.y * o_weight;
+    acc[2] += o.z * o_weight;
+    acc[3] += o.w * o_weight;
   }
+}
+
+// This lane's 4 dims of the partial at element `at` of part_o (ld.global.cg: from L2, never a stale L1 line).
+template <int kLowp, PartialsFormat kPartials>
+__device__ inline float4 LoadPartial(const void* part_o, int64_t at) {
+  if constexpr (kPartials == kPartials16) {
+    const uint2 bits = __ldcg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(part_o) + at));
+    return make_float4(mma::ToFloat<kLowp>(uint16_t(bits.x & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.x >> 16)),
+                       mma::ToFloat<kLowp>(uint16_t(bits.y & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.y >> 16)));
+  }
+  return __ldcg(reinterpret_cast<const float4*>(static_cast<const float*>(part_o) + at));
 }
 
 // The merged (query t, head) row: out = acc / l (lane owns value dims 4 lane..4 lane + 3), lse = m + log l (lane 0).
@@ -259,9 +275,10 @@ __device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int he
 
 // MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` ((t - t0) * Hq + head), in
 // ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), never from a
-// possibly stale L1 line.
+// possibly stale L1 line. part_o: in the format kPartials (fp32, or kLowp's storage format).
+template <int kLowp, PartialsFormat kPartials>
 __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, int64_t t, int head, int64_t row,
-                                const float* part_o, const float2* part_ml, double* out, double* lse) {
+                                const void* part_o, const float2* part_ml, double* out, double* lse) {
   using mma::kFullMask;
   const int lane = threadIdx.x % 32, r = head / (g.hq / g.hkv);
   const int32_t* sel = topk + (int64_t(r) * g.total_q + t) * g.top_k;
@@ -285,13 +302,13 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
     for (int j = 0; j < kMergeBatch; ++j) {
       slot[j] = __ffs(__ballot_sync(kFullMask, valid && rank == k0 + j)) - 1;  // -1 past the last
       if (owns_dims && slot[j] >= 0) {
-        o[j] = __ldcg(reinterpret_cast<const float4*>(part_o + (base + slot[j]) * g.dv + lane * 4));
+        o[j] = LoadPartial<kLowp, kPartials>(part_o, (base + slot[j]) * g.dv + lane * 4);
       }
     }
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j) {
       if (slot[j] < 0) break;  // warp-uniform
-      FoldPartial(ml_of_lane, weight_of_lane, slot[j], o[j], owns_dims, l, acc);
+      FoldPartial<kPartials == kPartials16>(ml_of_lane, weight_of_lane, slot[j], o[j], owns_dims, l, acc);
     }
   }
   WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);

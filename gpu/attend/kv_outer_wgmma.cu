@@ -165,7 +165,7 @@ __device__ inline uint32_t PackPair(float lo, float hi) {
 
 #endif  // MSA_WGMMA_ENABLED
 
-template <int kLowp>
+template <int kLowp, kv_outer::PartialsFormat kPartials>
 __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __grid_constant__ kv_outer::TileLists l) {
 #if defined(MSA_WGMMA_ENABLED)
   extern __shared__ __align__(16) unsigned char wgmma_smem[];  // 1024-byte alignment is made below, not assumed
@@ -331,17 +331,30 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
     wgmma::CopyAsyncCommit();  // group 3
     v_fresh = reload;
 
-    // Partials of the tile's rows, to each row's selection slot (as TileAttendKernel).
+    // Partials of the tile's rows, to each row's selection slot (as TileAttendKernel): O_b in fp32, or O_b / l_b in
+    // the storage format (kPartials16; a row that sees a block has l_b >= 1, its maximum's term being 1).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (pos_h[h] < 0) continue;  // padding row
       const int64_t part =
           (int64_t(cur.t_local[slot_h[h]]) * g.hq + r * group + head_h[h]) * g.top_k + cur.sel[slot_h[h]];
-      float* dst = l.part_o + part * g.dv;
+      if constexpr (kPartials == kv_outer::kPartials16) {
+        const float inv_l = 1.0f / l_row[h];
+        uint16_t* dst = static_cast<uint16_t*>(l.part_o) + part * g.dv;
 #pragma unroll
-      for (int j = 0; j < kDims / 8; ++j) {
-        if (j * 8 < g.dv) {
-          *reinterpret_cast<float2*>(dst + j * 8 + tig * 2) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+        for (int j = 0; j < kDims / 8; ++j) {
+          if (j * 8 < g.dv) {
+            *reinterpret_cast<uint32_t*>(dst + j * 8 + tig * 2) =
+                PackPair<kLowp>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+          }
+        }
+      } else {
+        float* dst = static_cast<float*>(l.part_o) + part * g.dv;
+#pragma unroll
+        for (int j = 0; j < kDims / 8; ++j) {
+          if (j * 8 < g.dv) {
+            *reinterpret_cast<float2*>(dst + j * 8 + tig * 2) = make_float2(o[4 * j + 2 * h], o[4 * j + 2 * h + 1]);
+          }
         }
       }
       if (tig == 0) l.part_ml[part] = make_float2(m_row[h], l_row[h]);
@@ -355,19 +368,32 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 #endif
 }
 
+// The tile kernel of one storage format and partials format.
+template <kv_outer::PartialsFormat kPartials>
+auto WgmmaTileKernelFor(int lowp) {
+  return lowp == kLowpBF16 ? WgmmaTileKernel<kLowpBF16, kPartials> : WgmmaTileKernel<kLowpF16, kPartials>;
+}
+
+template <kv_outer::PartialsFormat kPartials>
 cudaError_t PrepareWgmmaTiles(int lowp) {
-  const auto kernel = lowp == kLowpBF16 ? WgmmaTileKernel<kLowpBF16> : WgmmaTileKernel<kLowpF16>;
+  const auto kernel = WgmmaTileKernelFor<kPartials>(lowp);
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (err != cudaSuccess) return err;
   // Two CTAs of ~100 KiB need the largest shared-memory carveout (a hint; the driver may pick it anyway).
   return cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, 100);
 }
 
+template <kv_outer::PartialsFormat kPartials>
 cudaError_t LaunchWgmmaTiles(int lowp, const kv_outer::TileLists& lists, cudaStream_t stream) {
-  const auto kernel = lowp == kLowpBF16 ? WgmmaTileKernel<kLowpBF16> : WgmmaTileKernel<kLowpF16>;
+  const auto kernel = WgmmaTileKernelFor<kPartials>(lowp);
   const unsigned grid = unsigned(std::min<int64_t>(lists.max_tiles, int64_t(SmCount()) * kCtasPerSm));
   kernel<<<grid, kThreads, kSmemBytes, stream>>>(lists);
   return cudaGetLastError();
+}
+
+template <kv_outer::PartialsFormat kPartials>
+kv_outer::TileLauncher WgmmaTilesOf() {
+  return kv_outer::TileLauncher{PrepareWgmmaTiles<kPartials>, LaunchWgmmaTiles<kPartials>, kPartials};
 }
 
 }  // namespace
@@ -383,9 +409,20 @@ cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, c
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::WgmmaTiles(), /*union_route=*/nullptr);
+                       stream, WgmmaTilesOf<kv_outer::kPartialsFp32>(), /*union_route=*/nullptr);
 }
 
-kv_outer::TileLauncher kv_outer::WgmmaTiles() { return TileLauncher{PrepareWgmmaTiles, LaunchWgmmaTiles}; }
+cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                  const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                                  const int32_t* first_block, const AttendGeometry& g, float scale,
+                                  const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                                  cudaStream_t stream) {
+  if (g.total_q <= 0) return cudaSuccess;
+  if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
+  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                       stream, WgmmaTilesOf<kv_outer::kPartials16>(), /*union_route=*/nullptr);
+}
+
+kv_outer::TileLauncher kv_outer::WgmmaTiles() { return WgmmaTilesOf<kPartialsFp32>(); }
 
 }  // namespace msa::gpu

@@ -40,6 +40,7 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kQOuter, "q-outer"},
                                                 {AttendKernel::kKvOuter, "kv-outer"},
                                                 {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"},
+                                                {AttendKernel::kKvOuterWgmmaP16, "kv-outer-wgmma-p16"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
                                                 {AttendKernel::kUnionTileWs, "union-tile-ws"},
                                                 {AttendKernel::kRouted, "routed"},
@@ -74,7 +75,8 @@ Status ParseValue(const Named<E> (&names)[N], std::string_view key, std::string_
 }  // namespace
 
 bool IsKvOuter(AttendKernel kernel) {
-  return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma || kernel == AttendKernel::kRouted;
+  return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma ||
+         kernel == AttendKernel::kKvOuterWgmmaP16 || kernel == AttendKernel::kRouted;
 }
 
 bool TakesKvOuterWorkspace(AttendKernel kernel) { return IsKvOuter(kernel) || kernel == AttendKernel::kSplitK; }
@@ -278,9 +280,9 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                   "block_size keys in shared memory (this device: " +
                       CapsText(caps) + ")");
   }
-  if ((requested == AttendKernel::kKvOuter || requested == AttendKernel::kKvOuterWgmma ||
-       requested == AttendKernel::kRouted || requested == AttendKernel::kSplitK) &&
-      !kv_outer_fits) {
+  const bool wgmma_tiles = requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kKvOuterWgmmaP16 ||
+                           requested == AttendKernel::kRouted;
+  if ((requested == AttendKernel::kKvOuter || wgmma_tiles || requested == AttendKernel::kSplitK) && !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }
   if (requested == AttendKernel::kSplitK && !SplitKAttendFits(g, caps)) {
@@ -291,7 +293,7 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                       " bytes of shared memory per block that places a cluster of top_k such blocks (this one: " +
                       CapsText(caps) + ", clusters of at most " + std::to_string(caps.max_split_k_cluster) + ")");
   }
-  if ((requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kRouted) && !wgmma_fits) {
+  if (wgmma_tiles && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
   }
   if ((requested == AttendKernel::kUnionTile || requested == AttendKernel::kUnionTileWs ||
@@ -316,7 +318,7 @@ Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel 
       return Refuse("lists", value,
                     "attend=" + std::string(NameOf(kAttendNames, attend)) +
                         " builds no lists (lists "
-                        "apply to attend kv-outer, kv-outer-wgmma and routed)");
+                        "apply to attend kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16 and routed)");
     }
     *lists = KvLists::kNone;
     return Status::Ok();
