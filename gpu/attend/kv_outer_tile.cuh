@@ -7,6 +7,7 @@
 #define MSA_GPU_ATTEND_KV_OUTER_TILE_CUH_
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gpu/attend/kv_outer.h"
 #include "gpu/common/mma.cuh"
@@ -252,15 +253,29 @@ __device__ inline void FoldPartial(float2 ml_of_lane, float weight_of_lane, int 
   }
 }
 
+// This lane's 4 dims of a partial as loaded: float4 (fp32 partials) or uint2 (four 16-bit values, widened only when
+// folded, so that a batch of loads in flight takes two registers each).
+template <PartialsFormat kPartials>
+using PartialWord = std::conditional_t<kPartials == kPartials16, uint2, float4>;
+
 // This lane's 4 dims of the partial at element `at` of part_o (ld.global.cg: from L2, never a stale L1 line).
-template <int kLowp, PartialsFormat kPartials>
-__device__ inline float4 LoadPartial(const void* part_o, int64_t at) {
+template <PartialsFormat kPartials>
+__device__ inline PartialWord<kPartials> LoadPartial(const void* part_o, int64_t at) {
   if constexpr (kPartials == kPartials16) {
-    const uint2 bits = __ldcg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(part_o) + at));
-    return make_float4(mma::ToFloat<kLowp>(uint16_t(bits.x & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.x >> 16)),
-                       mma::ToFloat<kLowp>(uint16_t(bits.y & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.y >> 16)));
+    return __ldcg(reinterpret_cast<const uint2*>(static_cast<const uint16_t*>(part_o) + at));
+  } else {
+    return __ldcg(reinterpret_cast<const float4*>(static_cast<const float*>(part_o) + at));
   }
-  return __ldcg(reinterpret_cast<const float4*>(static_cast<const float*>(part_o) + at));
+}
+
+template <int kLowp>
+__device__ inline float4 Widen(float4 o) {
+  return o;
+}
+template <int kLowp>
+__device__ inline float4 Widen(uint2 bits) {
+  return make_float4(mma::ToFloat<kLowp>(uint16_t(bits.x & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.x >> 16)),
+                     mma::ToFloat<kLowp>(uint16_t(bits.y & 0xffffu)), mma::ToFloat<kLowp>(uint16_t(bits.y >> 16)));
 }
 
 // The merged (query t, head) row: out = acc / l (lane owns value dims 4 lane..4 lane + 3), lse = m + log l (lane 0).
@@ -293,22 +308,23 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
   const float weight_of_lane = SlotWeight(ml_of_lane, m);
   float l = 0.0f, acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   const bool owns_dims = lane * 4 < g.dv;
-  // Batches of kMergeBatch partials: their loads issued together, then folded in ascending block order.
-  constexpr int kMergeBatch = 8;
+  // Batches of kMergeBatch partials: their loads issued together, then folded in ascending block order. 16-bit
+  // partials take half the registers and need twice the loads in flight to keep the same bytes in flight.
+  constexpr int kMergeBatch = kPartials == kPartials16 ? 16 : 8;
   for (int k0 = 0; k0 < nb; k0 += kMergeBatch) {
     int slot[kMergeBatch];
-    float4 o[kMergeBatch];
+    PartialWord<kPartials> o[kMergeBatch];
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j) {
       slot[j] = __ffs(__ballot_sync(kFullMask, valid && rank == k0 + j)) - 1;  // -1 past the last
       if (owns_dims && slot[j] >= 0) {
-        o[j] = LoadPartial<kLowp, kPartials>(part_o, (base + slot[j]) * g.dv + lane * 4);
+        o[j] = LoadPartial<kPartials>(part_o, (base + slot[j]) * g.dv + lane * 4);
       }
     }
 #pragma unroll
     for (int j = 0; j < kMergeBatch; ++j) {
       if (slot[j] < 0) break;  // warp-uniform
-      FoldPartial<kPartials == kPartials16>(ml_of_lane, weight_of_lane, slot[j], o[j], owns_dims, l, acc);
+      FoldPartial<kPartials == kPartials16>(ml_of_lane, weight_of_lane, slot[j], Widen<kLowp>(o[j]), owns_dims, l, acc);
     }
   }
   WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
