@@ -259,7 +259,7 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
 cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, const AttendGeometry& g,
                             const UnionTileRouting& routing, uint8_t* route, cudaStream_t stream = nullptr);
 // Both paths (gpu/attend/union_route.cu, sm_90a only): RouteUnionTiles into the workspace's route (plan from
-// PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmma's lists, tiles and merge on the rest
+// PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmmaP16's lists, tiles and merge on the rest
 // (general lists). Each row gets the bits of the path its tile took. Needs KvOuterWgmmaFits(g) and UnionTileFits(g);
 // returns cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,

@@ -3,7 +3,7 @@
 // consecutive queries walks the union of their selections, each row masked to its own blocks. Tested here: a row's out
 // and lse bits depend on its own selection only, not on which blocks its tile's other queries chose; the device planner
 // routes every tile as the host planner (gpu/common/union_tile_plan.h) does; and attend=routed gives each row the bits
-// of the path its tile took (path U's or kv-outer-wgmma's). gpu_plans_test judges both kernels' outputs against the
+// of the path its tile took (path U's or kv-outer-wgmma-p16's). gpu_plans_test judges both kernels' outputs against the
 // reference under the oracle. Without a usable sm_90a device the tests skip saying why.
 #include <cstdio>
 #include <string>
@@ -137,7 +137,7 @@ TEST(GpuUnionTile, RoutedRowsHaveTheBitsOfTheirTilesPath) {
     const std::vector<int32_t>& topk = selected.topk_indices;
     ASSERT_TRUE(AttendUnder(problem, "routed", topk, &routed).ok()) << what;
     ASSERT_TRUE(AttendUnder(problem, "union-tile", topk, &union_tile).ok()) << what;
-    ASSERT_TRUE(AttendUnder(problem, "kv-outer-wgmma", topk, &kv_outer).ok()) << what;
+    ASSERT_TRUE(AttendUnder(problem, "kv-outer-wgmma-p16", topk, &kv_outer).ok()) << what;
     gpu::UnionTilePlan plan;
     gpu::PlanUnionTiles(problem.config, problem.batch(), topk.data(), gpu::kH200Ceilings, &plan);
     const Config& config = problem.config;

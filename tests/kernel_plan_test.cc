@@ -136,15 +136,15 @@ TEST(KernelPlan, TopKTimesBlockSizePastSharedMemoryTakesTheGatheredKernel) {
   EXPECT_EQ(plan.topk, TopKKernel::kInsertion);
   config.top_k = 24;
   config.block_size = 64;  // Q-outer fits; KV-outer pays in decode only
-  EXPECT_EQ(Auto(config, Decode(64, 1, 65536)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(config, Decode(64, 1, 65536)).attend, AttendKernel::kKvOuterWgmmaP16);
 }
 
 TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   const KernelPlan plan = Auto(Lowp(), Decode(64, 1, 8192));
-  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma");
+  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma-p16");
   // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
-            "index=wgmma,batch=batched,topk=cta,lists=general,attend=kv-outer-wgmma");
+            "index=wgmma,batch=batched,topk=cta,lists=general,attend=kv-outer-wgmma-p16");
   // 17 queries per sequence: not a decode batch.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
   // Decode batches rank with one CTA per row (8 bytes of shared memory per block of the longest row) ...
@@ -154,10 +154,10 @@ TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, int64_t(1) << 25)).topk, TopKKernel::kThreshold);
 }
 
-TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWgmmaOnSm90aAndQOuterElsewhere) {
+TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWgmmaP16OnSm90aAndQOuterElsewhere) {
   // 128 and 8 x 16 queries over random blocks: about 0.5 queries per block, 512 (query, group) CTAs.
-  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);
-  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 65536)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 65536)).attend, AttendKernel::kKvOuterWgmmaP16);
   EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096), kA100Caps).attend, AttendKernel::kQOuter);
   // A prefill of as few queries per block stays on Q-outer.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 65536)).attend, AttendKernel::kQOuter);
@@ -167,10 +167,10 @@ TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
   EXPECT_EQ(Auto(Lowp(), Prefill(131072)).attend, AttendKernel::kRouted);
   Config mqa = Lowp();
   mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: path U needs 2 to 64
-  EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmma);
-  EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);  // path U is sm_90a
-  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmma);   // decode batches: not routed
-  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 8192)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmmaP16);
+  EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);    // path U is sm_90a
+  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmmaP16);  // decode batches: not routed
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 8192)).attend, AttendKernel::kKvOuterWgmmaP16);
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).attend, AttendKernel::kRouted);  // 17 queries a sequence: a prefill
 }
 
@@ -179,15 +179,15 @@ TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(1, 1, 4096))),
             "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
   EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 1 << 20)).attend, AttendKernel::kSplitK);           // 128 CTAs
-  EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);        // 192
-  EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmma);        // two queries a sequence
+  EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);     // 192
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);     // two queries a sequence
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), kA100Caps).attend, AttendKernel::kKvOuter);  // no clusters
   DeviceCaps eight_cta_clusters = kH200Caps;  // a part (a MIG slice) that cannot place 16 CTAs of 100 KB as a cluster
   eight_cta_clusters.max_split_k_cluster = 8;
-  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), eight_cta_clusters).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4096), eight_cta_clusters).attend, AttendKernel::kKvOuterWgmmaP16);
   Config wide = Lowp();
   wide.top_k = 17;  // past a cluster of 16
-  EXPECT_EQ(Auto(wide, Decode(1, 1, 4096)).attend, AttendKernel::kKvOuterWgmma);
+  EXPECT_EQ(Auto(wide, Decode(1, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);
 }
 
 TEST(KernelPlan, EveryReturnedFieldIsConcrete) {

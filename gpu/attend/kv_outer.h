@@ -56,8 +56,9 @@ cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* 
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
                 const TileLauncher& tiles, const uint8_t* union_route);
 
-// The wgmma tile kernel of KvOuterAttendWgmma (kv_outer_wgmma.cu), writing fp32 partials.
-TileLauncher WgmmaTiles();
+// The wgmma tile kernel of KvOuterAttendWgmma (kPartialsFp32) and KvOuterAttendWgmmaP16 (kPartials16), in
+// kv_outer_wgmma.cu.
+TileLauncher WgmmaTiles(PartialsFormat partials);
 
 }  // namespace msa::gpu::kv_outer
 

@@ -427,6 +427,8 @@ cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k
                        stream, WgmmaTilesOf<kv_outer::kPartials16>(), /*union_route=*/nullptr);
 }
 
-kv_outer::TileLauncher kv_outer::WgmmaTiles() { return WgmmaTilesOf<kPartialsFp32>(); }
+kv_outer::TileLauncher kv_outer::WgmmaTiles(PartialsFormat partials) {
+  return partials == kPartials16 ? WgmmaTilesOf<kPartials16>() : WgmmaTilesOf<kPartialsFp32>();
+}
 
 }  // namespace msa::gpu

@@ -1,6 +1,7 @@
 // The main branch on both paths (attend=routed): the device planner RouteUnionTiles decides each union tile's path
 // from the selection alone, as the host planner PlanUnionTiles does (gpu/common/union_tile_plan.h); then path K
-// (KV-outer lists, wgmma tiles and merge) takes the rows of the tiles routed to K and path U (union_tile.cu) the rest.
+// (KV-outer lists, wgmma tiles with 16-bit partials, and merge) takes the rows of the tiles routed to K and path U
+// (union_tile.cu) the rest.
 #include <climits>
 
 #include "gpu/attend/kv_outer.h"
@@ -68,7 +69,7 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   cudaError_t err = RouteUnionTiles(topk, first_block, g, routing, route, stream);
   if (err != cudaSuccess) return err;
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                      stream, kv_outer::WgmmaTiles(), route);
+                      stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route);
   if (err != cudaSuccess) return err;
   return UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, route, out, lse,
                            stream);

@@ -233,9 +233,11 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 }
 
 // The main branch. KV-outer pays off when blocks are shared (on average at least 2 queries per (sequence, block,
-// group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles on
-// sm_90a (the same bits), routed with path U where that fits outside decode batches; a decode step whose split-k grid
-// fits one CTA per SM takes split-k. Elsewhere Q-outer where its scores fit shared memory, else the gathered kernel.
+// group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles with
+// 16-bit partials on sm_90a (kv-outer-wgmma-p16: 7.7% faster than fp32 partials on a 128K prefill, 1-3% on decode
+// batches, bench/results/kv_outer_p16_2026-12-03.md), routed with path U where that fits outside decode batches; a
+// decode step whose split-k grid fits one CTA per SM takes split-k. Elsewhere Q-outer where its scores fit shared
+// memory, else the gathered kernel.
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,
                   AttendKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
@@ -260,7 +262,7 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
     const bool routed_fits =
         wgmma_fits && UnionTileFits(g, caps) && !IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
     const AttendKernel kv_outer = routed_fits  ? AttendKernel::kRouted
-                                  : wgmma_fits ? AttendKernel::kKvOuterWgmma
+                                  : wgmma_fits ? AttendKernel::kKvOuterWgmmaP16
                                                : AttendKernel::kKvOuter;
     *kernel = exact                                                        ? AttendKernel::kExact
               : split_k_pays && kv_outer_fits && SplitKAttendFits(g, caps) ? AttendKernel::kSplitK

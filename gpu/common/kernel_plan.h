@@ -65,7 +65,7 @@ enum class AttendKernel {
   kKvOuterWgmmaP16,  // "kv-outer-wgmma-p16": KvOuterAttendWgmmaP16, kv-outer-wgmma with 16-bit partials (own bits)
   kUnionTile,        // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
   kUnionTileWs,      // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
-  kRouted,           // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma, general lists) by its union
+  kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16, general lists) by its union
   kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
 };
 
