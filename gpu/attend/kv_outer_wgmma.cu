@@ -274,11 +274,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 
     // Scores, masked past each row's position, and the row maxima.
     float m_row[2] = {-INFINITY, -INFINITY};
-    if (key_limit[0] == kKeys && key_limit[1] == kKeys) {  // both rows see all 128 keys: no mask (the same values)
-      wgmma::RoundScoresAndMax<kLowp, false>(s, key_limit, scale, tig, m_row);
-    } else {
-      wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_row);
-    }
+    wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_row);
     float m_log2[2];  // exp(s - m) = exp2(s log2e - m log2e); a row with no key (padding) gets p = 0, not NaN
 #pragma unroll
     for (int h = 0; h < 2; ++h) {

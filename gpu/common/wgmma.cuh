@@ -171,25 +171,18 @@ __device__ inline void MmaQKt128(float (&s)[64], uint64_t q_desc, uint64_t k_des
 
 // The fp32 accumulators of a 64 x 128 score tile (this thread's two rows, lane % 4 = tig) rounded as a plain
 // same-precision evaluation materializes them, R(R(dot) * scale), -inf from key_limit[h] on (kMasked; without it
-// every key is visible to both rows), and folded into the row maxima m. The two keys of a row that a thread holds side
-// by side are rounded by one paired conversion each time (mma::Pack: the same rounding as mma::Score16's).
+// every key is visible to both rows), and folded into the row maxima m.
 template <int kLowp, bool kMasked>
 __device__ inline void RoundScoresAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig,
                                          float (&m)[2]) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float& x0 = s[4 * j + 2 * h];
-      float& x1 = s[4 * j + 2 * h + 1];
-      const uint32_t dots = mma::Pack<kLowp>(x0, x1);
-      const uint32_t scores = mma::Pack<kLowp>(mma::ToFloat<kLowp>(uint16_t(dots & 0xffffu)) * scale,
-                                               mma::ToFloat<kLowp>(uint16_t(dots >> 16)) * scale);
-      const int key = j * 8 + tig * 2;
-      x0 = !kMasked || key < key_limit[h] ? mma::ToFloat<kLowp>(uint16_t(scores & 0xffffu)) : -INFINITY;
-      x1 = !kMasked || key + 1 < key_limit[h] ? mma::ToFloat<kLowp>(uint16_t(scores >> 16)) : -INFINITY;
-      m[h] = fmaxf(m[h], x0);
-      m[h] = fmaxf(m[h], x1);
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2, key = j * 8 + tig * 2 + (e & 1);
+      float& x = s[4 * j + e];
+      x = !kMasked || key < key_limit[h] ? mma::ToFloat<kLowp>(mma::Score16<kLowp>(x, scale)) : -INFINITY;
+      m[h] = fmaxf(m[h], x);
     }
   }
 }
