@@ -13,7 +13,8 @@
 //                  p = exp2(s log2e - m log2e), l = sum p (fp32), P packed to the storage format
 //   O = P V        8 x wgmma m64n128k16, A = P from registers (the accumulator pairs are the A fragment), B = V
 //                  MN-major in shared memory (V stored [keys][dims], imm-trans-b = 1), fp32 accumulators
-//   partials       (m_b, l_b, O_b) per row to the row's selection slot, as TileAttendKernel writes them
+//   partials       (m_b, l_b, O_b) per row to the row's selection slot, as TileAttendKernel writes them (kPartials16:
+//                  O_b / l_b in the storage format instead of O_b in fp32)
 // Shared memory (1024-byte aligned, 128-byte swizzle, gpu/common/wgmma.cuh): Q in 2 stages of [2][64 rows][128 B]
 // (dims 0-63 | 64-127), K and V one stage each of [2][128 keys][128 B]; ~99 KiB per CTA.
 // Scheduling: each CTA takes a contiguous run of the chunk's tiles. Tiles of one (sequence, block, group) bucket
@@ -402,14 +403,27 @@ static_assert(kSmemBytes == kKvOuterWgmmaSmemBytes && kTileRows == kKvOuterTileR
                   kDims == kKvOuterDimPad,
               "KvOuterWgmmaFits (gpu/common/kernel_fits.h)");
 
+namespace {
+
+// KvOuterAttendWgmma and KvOuterAttendWgmmaP16: the chunk loop with the wgmma tiles writing `partials`.
+cudaError_t RunWgmmaTiles(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+                          const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
+                          double* lse, cudaStream_t stream, kv_outer::PartialsFormat partials) {
+  if (g.total_q <= 0) return cudaSuccess;
+  if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
+  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                       stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr);
+}
+
+}  // namespace
+
 cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
                                double* out, double* lse, cudaStream_t stream) {
-  if (g.total_q <= 0) return cudaSuccess;
-  if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
-  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, WgmmaTilesOf<kv_outer::kPartialsFp32>(), /*union_route=*/nullptr);
+  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                       stream, kv_outer::kPartialsFp32);
 }
 
 cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
@@ -417,10 +431,8 @@ cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k
                                   const int32_t* first_block, const AttendGeometry& g, float scale,
                                   const KvOuterPlan& plan, void* workspace, double* out, double* lse,
                                   cudaStream_t stream) {
-  if (g.total_q <= 0) return cudaSuccess;
-  if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
-  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, WgmmaTilesOf<kv_outer::kPartials16>(), /*union_route=*/nullptr);
+  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                       stream, kv_outer::kPartials16);
 }
 
 kv_outer::TileLauncher kv_outer::WgmmaTiles(PartialsFormat partials) {

@@ -234,8 +234,8 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 
 // The main branch. KV-outer pays off when blocks are shared (on average at least 2 queries per (sequence, block,
 // group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles with
-// 16-bit partials on sm_90a (kv-outer-wgmma-p16: 7.7% faster than fp32 partials on a 128K prefill, 1-3% on decode
-// batches, bench/results/kv_outer_p16_2026-12-03.md), routed with path U where that fits outside decode batches; a
+// 16-bit partials on sm_90a (kv-outer-wgmma-p16, faster than fp32 partials on prefills and decode batches:
+// docs/performance.md, 16-bit partials on path K), routed with path U where that fits outside decode batches; a
 // decode step whose split-k grid fits one CTA per SM takes split-k. Elsewhere Q-outer where its scores fit shared
 // memory, else the gathered kernel.
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,

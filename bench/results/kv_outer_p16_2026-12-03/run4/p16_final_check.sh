@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# scripts/device/p16_final_check.sh: auto with kv-outer-wgmma-p16 as path K, in one short device call: the union-tile
+# bench/results/kv_outer_p16_2026-12-03/run4/p16_final_check.sh (the script of run 4, kept with its results): auto with kv-outer-wgmma-p16 as path K, in one short device call: the union-tile
 # tests (routed's rows = their path's bits), the gpu conformance suite under auto, an interleaved A/B of two gpu_bench
 # builds (BIN/gpu_bench and BIN/gpu_bench_oldtiles) on the 128K prefill's main branch, auto's 128K prefill, then
 # compute-sanitizer on a routed prefill. Binaries as scripts/device/kernel_check.sh (BIN, LIBS). Usage: OUT_DIR.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../../../.."
 OUT_DIR=$1
 BIN=$(cd "${BIN:-.devbuild/union/bin}" && pwd)
 export LD_LIBRARY_PATH=$(cd "${LIBS:-.devbuild/union/lib}" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
