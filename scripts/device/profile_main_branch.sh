@@ -2,7 +2,10 @@
 # scripts/device/profile_main_branch.sh: where a prefill's main branch spends its time, by Nsight Compute (clocks left
 # alone), for each attend plan named: (1) every kernel of the first NCU_KERNELS launches timed one by one
 # (gpu__time_duration), summed per kernel name; (2) the warp stall reasons, pipe and memory shares of the first launch
-# of each kernel matching STALL_KERNELS (a regex; default the wgmma tile and merge kernels).
+# of each kernel matching STALL_KERNELS (a regex; default the wgmma tile and merge kernels); (3) with SASS=1, the
+# per-instruction stall samples of the first launch matching SASS_KERNEL (default WgmmaTile), exported as
+# OUT_DIR/sass_<plan>.csv.gz and summarized by scripts/device/sass_summary.py (instructions per (tile, warp) by opcode,
+# stalls by reason and opcode, the hottest instructions).
 # Binaries as scripts/device/kernel_check.sh: BIN=dir (gpu_bench), LIBS=dir.
 # Usage: scripts/device/profile_main_branch.sh OUT_DIR N SELECTION PLAN... (e.g. 32768 random attend=kv-outer-wgmma)
 set -uo pipefail
@@ -42,4 +45,12 @@ EOF
   awk '/Context/ {print substr($0, 1, 140); next}
        NF == 3 && $3 ~ /^[0-9.,]+$/ {v = $3; gsub(",", "", v); if (v + 0 > 0.05) printf "    %-75s %s\n", $1, $3}' \
     "$OUT_DIR/stalls_$name.txt"
+  if [ "${SASS:-0}" = 1 ]; then
+    timeout 240 ncu --clock-control none -k "regex:${SASS_KERNEL:-WgmmaTile}" --launch-count 1 --section SourceCounters \
+      --section WarpStateStats -o "$OUT_DIR/sass_$name" -f "$BIN/gpu_bench" prefill "$N" 1 "selection=$SELECTION" \
+      "$plan" >"$OUT_DIR/sass_$name.log" 2>&1
+    ncu --import "$OUT_DIR/sass_$name.ncu-rep" --page source --csv --print-source sass | gzip -9 >"$OUT_DIR/sass_$name.csv.gz"
+    rm -f "$OUT_DIR/sass_$name.ncu-rep"
+    python3 scripts/device/sass_summary.py "$OUT_DIR/sass_$name.csv.gz"
+  fi
 done

@@ -1,0 +1,53 @@
+"""Summarize Nsight Compute SASS exports of one kernel launch (ncu --section SourceCounters, then
+ncu --import REPORT --page source --csv --print-source sass; plain or gzipped): instructions per unit of work by
+opcode, stall samples by reason and by opcode, and the hottest instructions. The unit is counted by the executions
+of the most executed instruction matching --unit (default: the first wgmma of O = P V in the attention tiles, the
+.tnspB one that starts from zero, so the unit is one (tile, warp)).
+Usage: python3 scripts/device/sass_summary.py [--unit REGEX] FILE.csv[.gz]..."""
+import argparse
+import collections
+import csv
+import gzip
+import re
+
+
+def summarize(path, unit):
+    rows = list(csv.reader((gzip.open if path.endswith(".gz") else open)(path, "rt")))
+    head, body = rows[1], rows[2:]
+    src, executed = head.index("Source"), head.index("Instructions Executed")
+    samples = head.index("Warp Stall Sampling (All Samples)")
+    reasons = [h for h in head if h.startswith("stall_") and "Not Issued" not in h]
+    value = lambda r, i: float(r[i].replace(",", "") or 0)
+    opcode = lambda r: next((w for w in r[src].split() if not w.startswith("@")), "?")
+    units = [value(r, executed) for r in body if re.search(unit, r[src])]
+    if not units:
+        raise SystemExit(f"{path}: no instruction matches --unit {unit!r}")
+    tiles = max(units)
+    mix, stalled = collections.Counter(), collections.Counter()
+    by_reason = collections.Counter()
+    for r in body:
+        mix[opcode(r).split(".")[0]] += value(r, executed) / tiles
+        stalled[opcode(r).split(".")[0]] += value(r, samples)
+        for x in reasons:
+            by_reason[x[len("stall_"):]] += value(r, head.index(x))
+    total = sum(by_reason.values())
+    print(f"== {path}: {sum(mix.values()):.0f} instructions per unit, {total:.0f} stall samples")
+    print("  instructions per unit:", ", ".join(f"{k} {v:.0f}" for k, v in mix.most_common(16)))
+    print("  samples by reason (%):", ", ".join(f"{k} {100 * v / total:.1f}" for k, v in by_reason.most_common(8)))
+    print("  samples by opcode (%):", ", ".join(f"{k} {100 * v / total:.1f}" for k, v in stalled.most_common(10)))
+    for r in sorted(body, key=lambda r: -value(r, samples))[:6]:
+        top = max(reasons, key=lambda x: value(r, head.index(x)))
+        print(f"  {100 * value(r, samples) / total:4.1f}% {r[src].strip()[:64]:64s} ({top[len('stall_'):]})")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--unit", default=r"HGMMA.*tnspB.*RZ", help="regex of the instruction that counts the unit")
+    p.add_argument("files", nargs="+")
+    args = p.parse_args()
+    for path in args.files:
+        summarize(path, args.unit)
+
+
+if __name__ == "__main__":
+    main()
