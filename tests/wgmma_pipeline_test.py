@@ -37,7 +37,7 @@ def find_cuobjdump(given):
     return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
 
 
-def hgmma_counts(sass):
+def wgmma_counts(sass):
     """{function: (wgmma instructions (HGMMA, QGMMA, ...), those that close their own group: gsb0)} of cuobjdump -sass."""
     counts = collections.defaultdict(lambda: [0, 0])
     function = None
@@ -66,7 +66,7 @@ def main():
     if result.returncode != 0:
         print(f"wgmma_pipeline_test: cuobjdump -sass -arch sm_90a {args.library} failed: {result.stderr.strip()}")
         return 1
-    counts = hgmma_counts(result.stdout)
+    counts = wgmma_counts(result.stdout)
     if not counts:
         print(f"wgmma_pipeline_test: no wgmma instruction (HGMMA, QGMMA) in {args.library} (built without sm_90a?)")
         return 1

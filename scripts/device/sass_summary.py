@@ -16,7 +16,7 @@ def summarize(path, unit):
     head, body = rows[1], rows[2:]
     src, executed = head.index("Source"), head.index("Instructions Executed")
     samples = head.index("Warp Stall Sampling (All Samples)")
-    reasons = [h for h in head if h.startswith("stall_") and "Not Issued" not in h]
+    reasons = {h[len("stall_"):]: i for i, h in enumerate(head) if h.startswith("stall_") and "Not Issued" not in h}
     value = lambda r, i: float(r[i].replace(",", "") or 0)
     opcode = lambda r: next((w for w in r[src].split() if not w.startswith("@")), "?")
     units = [value(r, executed) for r in body if re.search(unit, r[src])]
@@ -28,16 +28,16 @@ def summarize(path, unit):
     for r in body:
         mix[opcode(r).split(".")[0]] += value(r, executed) / tiles
         stalled[opcode(r).split(".")[0]] += value(r, samples)
-        for x in reasons:
-            by_reason[x[len("stall_"):]] += value(r, head.index(x))
+        for reason, column in reasons.items():
+            by_reason[reason] += value(r, column)
     total = sum(by_reason.values())
     print(f"== {path}: {sum(mix.values()):.0f} instructions per unit, {total:.0f} stall samples")
     print("  instructions per unit:", ", ".join(f"{k} {v:.0f}" for k, v in mix.most_common(16)))
     print("  samples by reason (%):", ", ".join(f"{k} {100 * v / total:.1f}" for k, v in by_reason.most_common(8)))
     print("  samples by opcode (%):", ", ".join(f"{k} {100 * v / total:.1f}" for k, v in stalled.most_common(10)))
     for r in sorted(body, key=lambda r: -value(r, samples))[:6]:
-        top = max(reasons, key=lambda x: value(r, head.index(x)))
-        print(f"  {100 * value(r, samples) / total:4.1f}% {r[src].strip()[:64]:64s} ({top[len('stall_'):]})")
+        top = max(reasons, key=lambda reason: value(r, reasons[reason]))
+        print(f"  {100 * value(r, samples) / total:4.1f}% {r[src].strip()[:64]:64s} ({top})")
 
 
 def main():
