@@ -23,9 +23,7 @@ import subprocess
 import sys
 
 # Kernels known to be serialized, by a substring of their mangled name, with the reason.
-SERIALIZED = {
-    "UnionTileWsKernel": "ptxas C7518 (a compiler-inserted wait in a divergent path); every HGMMA waits",
-}
+SERIALIZED = {}
 SKIP = 77
 
 

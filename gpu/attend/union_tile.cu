@@ -81,14 +81,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     if ((u.chosen[b] & rows.wg_bits) == 0) continue;  // none of this warpgroup's queries chose block b
 
     float s[64];
-    IssueScores<kLowp>(s, q_desc, stage);
+    IssueScores<kLowp>(s, q_desc, stage, true);
     wgmma::WaitGroup<0>();
     wgmma::FenceOperands(s);
     float alpha[2];
     SoftmaxStep<kLowp>(s, u, b, rows, g.bk, scale, lane % 4, state, alpha);
     uint32_t pa[kKeys / 16][4];
     RescaleAndPack<kLowp>(o, alpha, s, pa);
-    IssueValues<kLowp>(o, pa, stage + kKvBytes);
+    IssueValues<kLowp>(o, pa, stage + kKvBytes, true);
     wgmma::WaitGroup<0>();
     wgmma::FenceOperands(o);
   }

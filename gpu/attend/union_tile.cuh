@@ -169,22 +169,29 @@ __device__ inline RowSlots RowSlotsOf(const UnionSmem& u, int group, int qpt, in
   return rows;
 }
 
-// S = Q K^T of one warpgroup (issued, committed; the caller waits).
+// S = Q K^T of one warpgroup where `chosen`, issued and committed; the caller waits. The group is committed, empty,
+// also where !chosen: a number of groups per turn that depends on the path makes ptxas serialize the kernel's wgmma
+// instructions (info C7514/C7515).
 template <int kLowp>
-__device__ inline void IssueScores(float (&s)[64], uint64_t q_desc, uint32_t k_smem) {
+__device__ inline void IssueScores(float (&s)[64], uint64_t q_desc, uint32_t k_smem, bool chosen) {
   wgmma::Fence();
-  wgmma::MmaQKt128<kLowp>(s, q_desc, wgmma::MakeDescriptor(k_smem, 16, kAtomBytes), kQHalfBytes, kKvHalfBytes);
+  if (chosen) {
+    wgmma::MmaQKt128<kLowp>(s, q_desc, wgmma::MakeDescriptor(k_smem, 16, kAtomBytes), kQHalfBytes, kKvHalfBytes);
+  }
   wgmma::CommitGroup();
 }
 
-// O += P V of one warpgroup (issued, committed; the caller waits).
+// O += P V of one warpgroup where `chosen`, issued and committed (empty where !chosen, as IssueScores); the caller
+// waits.
 template <int kLowp>
-__device__ inline void IssueValues(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4], uint32_t v_smem) {
+__device__ inline void IssueValues(float (&o)[64], const uint32_t (&pa)[kKeys / 16][4], uint32_t v_smem, bool chosen) {
   const uint64_t v_desc = wgmma::MakeDescriptor(v_smem, kKvHalfBytes, kAtomBytes);
   wgmma::Fence();
+  if (chosen) {
 #pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    wgmma::MmaRS<kLowp, 1>(o, pa[kk], wgmma::AdvanceDescriptor(v_desc, kk * 2 * kAtomBytes), 1);
+    for (int kk = 0; kk < kKeys / 16; ++kk) {
+      wgmma::MmaRS<kLowp, 1>(o, pa[kk], wgmma::AdvanceDescriptor(v_desc, kk * 2 * kAtomBytes), 1);
+    }
   }
   wgmma::CommitGroup();
 }

@@ -12,9 +12,10 @@
 //                past those its queries see are loaded too (zero past the tensor's end): they are masked out of S
 //                and meet p = 0 in P V, so the sums are those of UnionTileKernel's zero-filled tiles
 //   consumer w   turn b (b = 0 .. size): wait K(b) and V(b - 1); [named barrier: my turn] issue S(b) = Q K(b)^T if
-//                its queries chose block b, and O += P(b - 1) V(b - 1) if they chose b - 1; [the other warpgroup's
-//                turn]; wait S(b), release K(b); softmax(b) (while the other warpgroup's matrix work runs); wait
-//                P V, release V(b - 1); O *= alpha(b), P(b) packed
+//                its queries chose block b, and O += P(b - 1) V(b - 1) if they chose b - 1 (two commit groups
+//                every turn, empty where nothing is issued); [the other warpgroup's turn]; wait for both, release
+//                K(b) and V(b - 1); softmax(b) (while the other warpgroup's matrix work runs), O *= alpha(b), P(b)
+//                packed
 // The turns alternate between the warpgroups (FlashAttention-3's ping-pong): warpgroup 1 starts by letting
 // warpgroup 0 go first. Each row sees the same operations in the same order as in UnionTileKernel.
 // docs:end gpu-union-tile-ws
@@ -78,8 +79,11 @@ template <int kLowp>
 __device__ inline void Consume(const UnionSmem& u, Barriers& bar, uint32_t q_smem, uint32_t k_smem, uint32_t v_smem,
                                const AttendGeometry& g, float scale, int64_t t_first, int r, int tid, double* out,
                                double* lse) {
-  const int group = g.hq / g.hkv, qpt = kRows / group, size = u.size;
-  const int wg = tid / 128, wg_warp = (tid / 32) % 4, lane = tid % 32;
+  // Warp-uniform values come through a shuffle from lane 0: ptxas takes a branch on a value it cannot prove uniform
+  // (one read from shared memory, or derived from threadIdx) as divergent, and serializes the wgmma instructions
+  // around it (info C7518).
+  const int group = g.hq / g.hkv, qpt = kRows / group, size = __shfl_sync(mma::kFullMask, u.size, 0);
+  const int wg = __shfl_sync(mma::kFullMask, tid / 128, 0), wg_warp = (tid / 32) % 4, lane = tid % 32;
   wgmma::CopyAsyncWait<0>();  // this thread's Q rows
   wgmma::FenceProxyAsyncShared();
   mbarrier::NamedSync(kQReady, kConsumers);
@@ -100,34 +104,27 @@ __device__ inline void Consume(const UnionSmem& u, Barriers& bar, uint32_t q_sme
 
   for (int b = 0; b <= size; ++b) {
     const bool tail = b == size;
-    const bool mine = !tail && (u.chosen[b] & rows.wg_bits) != 0;
+    const bool mine = __shfl_sync(mma::kFullMask, int(!tail && (u.chosen[b] & rows.wg_bits) != 0), 0) != 0;
     const uint32_t stage = uint32_t(b % kStages) * kKvBytes, prev_stage = uint32_t((b + 1) % kStages) * kKvBytes;
     if (!tail) mbarrier::Wait(stage_bar(bar.full_k, b), phase(b));
     if (pv_pending) mbarrier::Wait(stage_bar(bar.full_v, b - 1), phase(b - 1));
     mbarrier::NamedSync(kTurn0 + wg, kConsumers);
-    if (mine) IssueScores<kLowp>(s, q_desc, k_smem + stage);
-    if (pv_pending) IssueValues<kLowp>(o, pa, v_smem + prev_stage);
+    IssueScores<kLowp>(s, q_desc, k_smem + stage, mine);                         // empty where !mine
+    IssueValues<kLowp>(o, pa, v_smem + prev_stage, pv_pending);                  // empty where !pv_pending
     if (!(wg == 1 && tail)) mbarrier::NamedArrive(kTurn0 + 1 - wg, kConsumers);  // the other's turn
-    if (mine) {
-      if (pv_pending) {
-        wgmma::WaitGroup<1>();
-      } else {
-        wgmma::WaitGroup<0>();
-      }
-      wgmma::FenceOperands(s);
-    }
+    wgmma::WaitGroup<0>();
+    wgmma::FenceOperands(s);
+    wgmma::FenceOperands(o);
     if (!tail) mbarrier::Arrive(stage_bar(bar.empty_k, b));
-    float alpha[2];
-    if (mine) SoftmaxStep<kLowp>(s, u, b, rows, g.bk, scale, lane % 4, state, alpha);
-    if (pv_pending) {
-      wgmma::WaitGroup<0>();
-      wgmma::FenceOperands(o);
-    }
     if (b > 0) {  // V(b - 1) released (waited for first where unused, so the arrival counts in its own phase)
       if (!pv_pending) mbarrier::Wait(stage_bar(bar.full_v, b - 1), phase(b - 1));
       mbarrier::Arrive(stage_bar(bar.empty_v, b - 1));
     }
-    if (mine) RescaleAndPack<kLowp>(o, alpha, s, pa);
+    if (mine) {
+      float alpha[2];
+      SoftmaxStep<kLowp>(s, u, b, rows, g.bk, scale, lane % 4, state, alpha);
+      RescaleAndPack<kLowp>(o, alpha, s, pa);
+    }
     pv_pending = mine;
   }
   WriteRows(o, state, rows, g, t_first, r, group, wg, wg_warp, lane, out, lse);
