@@ -239,7 +239,9 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
     m_log2[h] = m_new[h] == -INFINITY ? 0.0f : m_new[h] * kLog2e;
     alpha[h] = state.m[h] == m_new[h] ? 1.0f : Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
     state.m[h] = m_new[h];
-    state.l[h] *= alpha[h];
+    // Rounded on its own: fused with the first l += p below (ptxas chooses per kernel), it gave union-tile and
+    // union-tile-ws different bits.
+    state.l[h] = __fmul_rn(state.l[h], alpha[h]);
   }
 #pragma unroll
   for (int x = 0; x < 64; ++x) {
