@@ -239,8 +239,8 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, co
     m_log2[h] = m_new[h] == -INFINITY ? 0.0f : m_new[h] * kLog2e;
     alpha[h] = state.m[h] == m_new[h] ? 1.0f : Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
     state.m[h] = m_new[h];
-    // Rounded on its own: fused with the first l += p below (ptxas chooses per kernel), it gave union-tile and
-    // union-tile-ws different bits.
+    // Rounded on its own, never fused with the first l += p below: whether ptxas fuses them depends on the kernel
+    // around this code, and union-tile and union-tile-ws must give the same bits.
     state.l[h] = __fmul_rn(state.l[h], alpha[h]);
   }
 #pragma unroll
