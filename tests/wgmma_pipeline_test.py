@@ -1,8 +1,8 @@
 """The wgmma kernels' machine code keeps its matrix instructions pipelined.
 
 ptxas serializes a kernel's wgmma instructions when it cannot prove their accumulators untouched between issue and
-wait (its infos C7514-C7520, printed only with -Xptxas -v): each wgmma instruction (HGMMA; QGMMA for fp8) then closes its own group (its `gsb0`
-operand) and is waited for (WARPGROUP.DEPBAR) before the next is issued. Pipelined, only the last HGMMA of a run
+wait (its infos C7514-C7520, printed only with -Xptxas -v): each wgmma instruction (HGMMA; QGMMA for fp8) then
+closes its own group (its `gsb0` operand) and is waited for (WARPGROUP.DEPBAR) before the next is issued. Pipelined, only the last HGMMA of a run
 carries gsb0. Nothing fails and the results are the same; the kernel is just slower. This test reads the SASS of the
 CUDA backend's library with cuobjdump and fails when most of the HGMMA instructions of a kernel (two or more) carry
 gsb0, unless the kernel is in SERIALIZED below. It also fails on a SERIALIZED entry that is no longer
@@ -85,8 +85,8 @@ def main():
     if failures:
         print(f"wgmma_pipeline_test: FAILED ({kernels} kernels with wgmma)\n  " + "\n  ".join(failures))
         return 1
-    print(f"wgmma_pipeline_test: passed: {kernels} kernels with wgmma, serialized only as listed: "
-          + ", ".join(sorted(seen_serialized)))
+    listed = ", ".join(sorted(seen_serialized)) or "none"
+    print(f"wgmma_pipeline_test: passed: {kernels} kernels with wgmma, serialized only as listed: {listed}")
     return 0
 
 
