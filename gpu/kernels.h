@@ -13,6 +13,7 @@
 
 #include "gpu/common/geometry.h"
 #include "gpu/common/kernel_fits.h"
+#include "gpu/common/side_stream.h"
 #include "gpu/common/union_route.h"
 
 namespace msa::gpu {
@@ -260,13 +261,14 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
                             const UnionTileRouting& routing, uint8_t* route, cudaStream_t stream = nullptr);
 // Both paths (gpu/attend/union_route.cu, sm_90a only): RouteUnionTiles into the workspace's route (plan from
 // PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmmaP16's lists, tiles and merge on the rest
-// (general lists). Each row gets the bits of the path its tile took. Needs KvOuterWgmmaFits(g) and UnionTileFits(g);
-// returns cudaErrorNotSupported otherwise (nothing enqueued).
+// (general lists). Each row gets the bits of the path its tile took. Path K runs on side.stream where there is one,
+// forked after the route and joined before return, beside path U on `stream`. Needs KvOuterWgmmaFits(g) and
+// UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
                          const UnionTileRouting& routing, void* workspace, double* out, double* lse,
-                         cudaStream_t stream = nullptr);
+                         cudaStream_t stream = nullptr, const SideStream& side = SideStream{});
 
 }  // namespace msa::gpu
 

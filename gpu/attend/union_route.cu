@@ -1,7 +1,7 @@
 // The main branch on both paths (attend=routed): the device planner RouteUnionTiles decides each union tile's path
 // from the selection alone, as the host planner PlanUnionTiles does (gpu/common/union_tile_plan.h); then path K
 // (KV-outer lists, wgmma tiles with 16-bit partials, and merge) takes the rows of the tiles routed to K and path U
-// (union_tile.cu) the rest.
+// (union_tile.cu) the rest, path K on a side stream where the caller gives one.
 #include <climits>
 
 #include "gpu/attend/kv_outer.h"
@@ -61,18 +61,27 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
                          const UnionTileRouting& routing, void* workspace, double* out, double* lse,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, const SideStream& side) {
   if (g.total_q <= 0) return cudaSuccess;
   const DeviceCaps caps = CurrentDeviceCaps();
   if (!KvOuterWgmmaFits(g, caps) || !UnionTileFits(g, caps)) return cudaErrorNotSupported;
   uint8_t* route = static_cast<unsigned char*>(workspace) + plan.union_route;
   cudaError_t err = RouteUnionTiles(topk, first_block, g, routing, route, stream);
   if (err != cudaSuccess) return err;
+  const bool forked = side.stream != nullptr;
+  const cudaStream_t k_stream = forked ? side.stream : stream;
+  if (forked && ((err = cudaEventRecord(side.fork, stream)) != cudaSuccess ||
+                 (err = cudaStreamWaitEvent(side.stream, side.fork)) != cudaSuccess)) {
+    return err;
+  }
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                      stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route);
+                      k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route);
   if (err != cudaSuccess) return err;
-  return UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, route, out, lse,
-                           stream);
+  if (forked && (err = cudaEventRecord(side.join, side.stream)) != cudaSuccess) return err;
+  err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, route, out, lse,
+                          stream);
+  if (err != cudaSuccess) return err;
+  return forked ? cudaStreamWaitEvent(stream, side.join) : cudaSuccess;
 }
 
 }  // namespace msa::gpu

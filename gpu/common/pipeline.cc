@@ -202,7 +202,8 @@ cudaError_t AttendUnionTileWs(const AttendArgs& a) {
 cudaError_t AttendRouted(const AttendArgs& a) {
   return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
                       a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer,
-                      UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+                      UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out.out, a.out.lse, a.stream,
+                      a.ws.side.handles());
 }
 cudaError_t AttendSplitK(const AttendArgs& a) {
   return SplitKAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
@@ -396,6 +397,7 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
     return InvalidArgument("gpu pipeline: the KV-outer lists of this plan do not fit this batch (use PlanKernels)");
   }
   MSA_RETURN_IF_ERROR(ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results"));
+  if (plan.attend == AttendKernel::kRouted) MSA_RETURN_IF_ERROR(ws->side.Create());
   return Status::Ok();
 }
 

@@ -7,8 +7,9 @@
 // Workspaces are allocated up front (Allocate*Workspace); the On* calls then only enqueue, on `stream` for every
 // kernel that takes one (the block-max, top-k, binary16 rounding, fill kernels and every low-precision main branch)
 // and on the default stream for the others (the exact kernels, token-scores, mean-keys, insertion top-k, index_lse):
-// SelectRunsOnStream / AttendRunsOnStream. A plan of stream kernels on a non-default stream can therefore be captured
-// in a CUDA graph.
+// SelectRunsOnStream / AttendRunsOnStream. attend=routed also forks its path K onto the workspace's side stream and
+// joins it back onto `stream` before returning. A plan of stream kernels on a non-default stream can therefore be
+// captured in a CUDA graph.
 #ifndef MSA_GPU_COMMON_PIPELINE_H_
 #define MSA_GPU_COMMON_PIPELINE_H_
 
@@ -20,6 +21,7 @@
 
 #include "gpu/common/device_buffer.h"
 #include "gpu/common/kernel_plan.h"
+#include "gpu/common/side_stream.h"
 #include "gpu/kernels.h"
 #include "msa/msa.h"
 
@@ -106,12 +108,14 @@ struct DeviceAttendOutputs {
   double* lse = nullptr;  // [total_q, Hq]
 };
 
-// The KV-outer lists and partial results (empty for the other main-branch kernels).
+// The KV-outer lists and partial results (empty for the other main-branch kernels), and attend=routed's side stream
+// for path K.
 struct AttendWorkspace {
   AttendGeometry geometry;
   int64_t total_k = 0;  // rows of k and v (the bulk tensor copies' bounds)
   KvOuterPlan kv_outer;
   DeviceBuffer<unsigned char> bytes;
+  OwnedSideStream side;
 };
 Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes, const KernelPlan& plan,
                                AttendWorkspace* workspace);
