@@ -45,6 +45,16 @@ __device__ inline uint32_t Pack(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&pair);
 }
 
+// The two halves of a Pack'd pair, widened back to float.
+template <int kLowp>
+__device__ inline float LowHalf(uint32_t pair) {
+  return ToFloat<kLowp>(uint16_t(pair & 0xffffu));
+}
+template <int kLowp>
+__device__ inline float HighHalf(uint32_t pair) {
+  return ToFloat<kLowp>(uint16_t(pair >> 16));
+}
+
 template <int kLowp>
 __device__ inline void Mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   if constexpr (kLowp == kLowpBF16) {
