@@ -2,11 +2,11 @@
 
 ptxas serializes a kernel's wgmma instructions when it cannot prove their accumulators untouched between issue and
 wait (its infos C7514-C7520, printed only with -Xptxas -v): each wgmma instruction (HGMMA; QGMMA for fp8) then
-closes its own group (its `gsb0` operand) and is waited for (WARPGROUP.DEPBAR) before the next is issued. Pipelined, only the last HGMMA of a run
-carries gsb0. Nothing fails and the results are the same; the kernel is just slower. This test reads the SASS of the
-CUDA backend's library with cuobjdump and fails when most of the HGMMA instructions of a kernel (two or more) carry
-gsb0, unless the kernel is in SERIALIZED below. It also fails on a SERIALIZED entry that is no longer
-serialized, so that the list is kept true.
+closes its own group (its `gsb0` operand) and is waited for (WARPGROUP.DEPBAR) before the next is issued.
+Pipelined, only the last HGMMA of a run carries gsb0. Nothing fails and the results are the same; the kernel is just
+slower. This test reads the SASS of the CUDA backend's library with cuobjdump and fails when most of the HGMMA
+instructions of a kernel (two or more) carry gsb0, unless the kernel is in SERIALIZED below. It also fails on a
+SERIALIZED entry that is no longer serialized, so that the list is kept true.
 
 No device is needed, only cuobjdump: the CUDA toolkit's, or the one Triton ships in the project's virtual
 environment. Without one the test skips (exit 77).
@@ -36,7 +36,8 @@ def find_cuobjdump(given):
 
 
 def wgmma_counts(sass):
-    """{function: (wgmma instructions (HGMMA, QGMMA, ...), those that close their own group: gsb0)} of cuobjdump -sass."""
+    """{function: (wgmma instructions (HGMMA, QGMMA, ...), those that close their own group: gsb0)} of
+    cuobjdump -sass."""
     counts = collections.defaultdict(lambda: [0, 0])
     function = None
     for line in sass.splitlines():

@@ -55,6 +55,13 @@ __device__ inline float HighHalf(uint32_t pair) {
   return ToFloat<kLowp>(uint16_t(pair >> 16));
 }
 
+// Score16 of two dots at once, Pack'd (lo in the low half): the same roundings, each a paired conversion.
+template <int kLowp>
+__device__ inline uint32_t ScorePair16(float dot_lo, float dot_hi, float scale) {
+  const uint32_t dots = Pack<kLowp>(dot_lo, dot_hi);
+  return Pack<kLowp>(LowHalf<kLowp>(dots) * scale, HighHalf<kLowp>(dots) * scale);
+}
+
 template <int kLowp>
 __device__ inline void Mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   if constexpr (kLowp == kLowpBF16) {
