@@ -5,7 +5,8 @@
 // is timed with CUDA events after a warm-up, the median of the repetitions; a KV-outer main branch is also captured in
 // a CUDA graph and its replays timed (one at a time, and kBackToBack in a row), and in decode the whole step (index,
 // top-k, main branch) too. Outputs are poisoned before every repetition and checked after the last one (every selection
-// row valid, no NaN left in out / lse; exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold
+// row valid, no NaN left in out / lse, the last graph replay's out and lse the bits of the last run on the stream, by
+// a positional digest; exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold
 // vs warp, batched vs per-sequence, direct vs general lists, fp8 within its bound) are the plan-parameterised GPU
 // test's (tests/gpu_plans_test.cc). Prints one JSON object, "plan" the plan that ran.
 //
@@ -40,6 +41,7 @@
 namespace msa::gpu {
 namespace {
 
+using bench::AddBitsDigest;
 using bench::CountBadSelections;
 using bench::CountNonFinite;
 using bench::FillUniformBf16;
@@ -204,6 +206,7 @@ struct Result {
   double main_stream_ms = 0, step_stream_ms = 0;  // back-to-back replays of the same graphs (GraphTimes)
   double main_cold_ms = 0, step_cold_ms = 0;      // single replays after an L2 flush (GraphTimes)
   uint64_t bad_rows = 0, nonfinite = 0;
+  bool graph_bits_differ = false;  // the replayed graph's out and lse digest differently from the stream run's
 };
 
 // `given`: the main branch runs on that generator's selection (uploaded once, the index branch not run); null: on
@@ -247,10 +250,11 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     BENCH_CHECK(E4M3ToLowp(index_q8.get(), total_q * kHkv * kDim, kLowpBF16, index_q.get()));
     BENCH_CHECK(E4M3ToLowp(index_k8.get(), total_k * kDim, kLowpBF16, index_k.get()));
   }
-  DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");     // [Hidx, total_q, top_k]
-  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");           // [total_q, Hq, Dv]
-  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");                  // [total_q, Hq]
-  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(4, "flags");  // 2 index flags, 2 counts
+  DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");  // [Hidx, total_q, top_k]
+  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
+  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
+  // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph
+  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(6, "flags");
   std::vector<int64_t> position(total_q), key_begin(total_q);
   std::vector<int32_t> first_block(total_q);
   for (int64_t t = 0; t < total_q; ++t) {
@@ -320,7 +324,13 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.topk_ms = Median(topk_ms);
   result.main_ms = Median(main_ms);
   const bool main_on_stream = AttendRunsOnStream(plan);  // graph-capturable main branch
+  const auto digest_outputs = [&](unsigned long long* digest) {
+    BENCH_CHECK(cudaMemset(digest, 0, 8));
+    BENCH_CHECK(AddBitsDigest(out.get(), total_q * kHq * kDim, digest));
+    BENCH_CHECK(AddBitsDigest(lse.get(), total_q * kHq, digest));
+  };
   if (main_on_stream) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
+    digest_outputs(flags.get() + 4);
     const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] { BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream)); },
@@ -328,6 +338,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     result.main_graph_ms = times.single_ms;
     result.main_cold_ms = times.cold_ms;
     result.main_stream_ms = times.back_to_back_ms;
+    digest_outputs(flags.get() + 5);
   }
   const bool step_on_stream = main_on_stream && SelectRunsOnStream(plan);
   if (step_on_stream && shape.decode && given == nullptr) {  // the whole decode step as a graph
@@ -349,7 +360,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
   BENCH_CHECK(CountNonFinite(out.get(), total_q * kHq * kDim, flags.get() + 3));
   BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
-  unsigned long long host_flags[4];
+  unsigned long long host_flags[6];
   BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
   result.bad_rows = host_flags[2] + (given == nullptr && host_flags[0] != ~0ull);  // a non-finite index score: one
   if (given == nullptr) {
@@ -358,6 +369,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.union4 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 4);
   result.union8 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 8);
   result.nonfinite = host_flags[3];
+  result.graph_bits_differ = main_on_stream && host_flags[4] != host_flags[5];
   BENCH_CHECK(cudaStreamDestroy(stream));
   return result;
 }
@@ -467,11 +479,11 @@ int main(int argc, char** argv) {
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
       "\"main_stream_ms\": %.4f, \"step_stream_ms\": %.4f, \"main_cold_ms\": %.4f, \"step_cold_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
-      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu}\n",
+      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"graph_bits_differ\": %d}\n",
       mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
       (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
       r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.main_cold_ms, r.step_cold_ms,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite);
-  return r.bad_rows == 0 && r.nonfinite == 0 ? 0 : 1;
+      (unsigned long long)r.nonfinite, int(r.graph_bits_differ));
+  return r.bad_rows == 0 && r.nonfinite == 0 && !r.graph_bits_differ ? 0 : 1;
 }

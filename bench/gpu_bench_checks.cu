@@ -37,6 +37,15 @@ __global__ void CountNonFiniteKernel(const double* x, int64_t n, unsigned long l
   if (count) atomicAdd(bad, count);
 }
 
+__global__ void AddBitsDigestKernel(const double* x, int64_t n, unsigned long long* digest) {
+  unsigned long long sum = 0;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    unsigned long long h = (__double_as_longlong(x[i]) + uint64_t(i) * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    sum += h ^ (h >> 31);
+  }
+  atomicAdd(digest, sum);
+}
+
 }  // namespace
 
 cudaError_t FillUniformBf16(uint16_t* dst, int64_t n, uint64_t seed) {
@@ -53,6 +62,11 @@ cudaError_t CountBadSelections(const int32_t* topk, int64_t total_q, int64_t q_l
 
 cudaError_t CountNonFinite(const double* x, int64_t n, unsigned long long* bad) {
   CountNonFiniteKernel<<<2048, 256>>>(x, n, bad);
+  return cudaGetLastError();
+}
+
+cudaError_t AddBitsDigest(const double* x, int64_t n, unsigned long long* digest) {
+  AddBitsDigestKernel<<<2048, 256>>>(x, n, digest);
   return cudaGetLastError();
 }
 

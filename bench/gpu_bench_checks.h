@@ -16,6 +16,9 @@ cudaError_t CountBadSelections(const int32_t* topk, int64_t total_q, int64_t q_l
                                int bk, unsigned long long* bad);
 // *bad += the entries of x [n] that are not finite.
 cudaError_t CountNonFinite(const double* x, int64_t n, unsigned long long* bad);
+// *digest += a digest of the bits of x [n] at their positions (a sum mod 2^64 of one mixed word per entry and index:
+// any one entry changed, or two entries swapped, changes it but for a 2^-64 chance; the same for any launch order).
+cudaError_t AddBitsDigest(const double* x, int64_t n, unsigned long long* digest);
 
 }  // namespace msa::gpu::bench
 

@@ -27,8 +27,9 @@ run() {  # CASE BUILD ARGS...: one gpu_bench run, its time and checks appended t
   out=$(timeout 60 "$BIN/$build" "$@" 2>&1)
   local ms bad
   ms=$(echo "$out" | field "$key")
-  bad=$(echo "$out" | grep -o '"nonfinite_outputs": [0-9]*\|"bad_selection_rows": [0-9]*' | awk '{s += $2} END {print s + 0}')
-  echo "$name $build: ${key} ${ms:-none}, nonfinite + bad rows ${bad}"
+  local checks='"nonfinite_outputs": [0-9]*\|"bad_selection_rows": [0-9]*\|"graph_bits_differ": [0-9]*'
+  bad=$(echo "$out" | grep -o "$checks" | awk '{s += $2} END {print s + 0}')
+  echo "$name $build: ${key} ${ms:-none}, nonfinite + bad rows + graph bits differ ${bad}"
   echo "$name $build ${ms:-nan}" >>"$results"
 }
 for round in $(seq "$ROUNDS"); do

@@ -4,8 +4,8 @@
 # (gpu__time_duration), summed per kernel name; (2) the warp stall reasons, pipe and memory shares of the first launch
 # of each kernel matching STALL_KERNELS (a regex; default the wgmma tile and merge kernels); (3) with SASS=1, the
 # per-instruction stall samples of the first launch matching SASS_KERNEL (default WgmmaTile), exported as
-# OUT_DIR/sass_<plan>.csv.gz and summarized by scripts/device/sass_summary.py (instructions per (tile, warp) by opcode,
-# stalls by reason and opcode, the hottest instructions).
+# OUT_DIR/sass_<plan>.csv.gz and summarized by scripts/device/sass_summary.py (instructions per unit of work, SASS_UNIT
+# its --unit, by opcode; stalls by reason and opcode; the hottest instructions).
 # Binaries as scripts/device/kernel_check.sh: BIN=dir (gpu_bench), LIBS=dir.
 # Usage: scripts/device/profile_main_branch.sh OUT_DIR N SELECTION PLAN... (e.g. 32768 random attend=kv-outer-wgmma)
 set -uo pipefail
@@ -51,6 +51,6 @@ EOF
       "$plan" >"$OUT_DIR/sass_$name.log" 2>&1
     ncu --import "$OUT_DIR/sass_$name.ncu-rep" --page source --csv --print-source sass | gzip -9 >"$OUT_DIR/sass_$name.csv.gz"
     rm -f "$OUT_DIR/sass_$name.ncu-rep"
-    python3 scripts/device/sass_summary.py "$OUT_DIR/sass_$name.csv.gz"
+    python3 scripts/device/sass_summary.py ${SASS_UNIT:+--unit "$SASS_UNIT"} "$OUT_DIR/sass_$name.csv.gz"
   fi
 done
