@@ -189,6 +189,9 @@ struct KvOuterPlan {
   int64_t chunk_q = 0, num_buckets = 0, max_entries = 0, max_tiles = 0;
   size_t counts = 0, offsets = 0, cursor = 0, entries = 0, tile_block = 0, part_o = 0, part_ml = 0, scan_temp = 0;
   size_t union_route = 0;  // RoutedAttend's route, [UnionTileCount(g)] bytes
+  // RoutedAttend's lists, each ascending and then -1: path-K queries ([total_q] int64) and path-U tiles
+  // ([UnionTileCount(g)] int64); their counts (two int64) and the temporary storage of the selections that write them
+  size_t path_k_queries = 0, path_u_tiles = 0, route_counts = 0, route_select = 0, route_select_bytes = 0;
   size_t scan_temp_bytes = 0, bytes = 0;
   bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
   int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)
@@ -248,11 +251,16 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
                             cudaStream_t stream = nullptr);
 // UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
 // one producer thread loading K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31) and the two
-// consumer warpgroups' matrix work and softmax overlapped.
+// consumer warpgroups' matrix work and softmax overlapped; the tiles it computes are given as a list, not a route:
+// tiles.tiles (nullable, [tiles.count] tile indices, -1 for none) or, where null, every tile.
+struct UnionTileList {
+  const int64_t* tiles = nullptr;
+  int64_t count = 0;
+};
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
-                              const int32_t* first_block, const AttendGeometry& g, float scale, const uint8_t* route,
-                              double* out, double* lse, cudaStream_t stream = nullptr);
+                              const int32_t* first_block, const AttendGeometry& g, float scale,
+                              const UnionTileList& tiles, double* out, double* lse, cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.
@@ -263,7 +271,10 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
 // PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmmaP16's lists, tiles and merge on the rest
 // (general lists). Each row gets the bits of the path its tile took. Path K runs on side.stream where there is one,
 // forked after the route and joined before return, beside path U on `stream`. Needs KvOuterWgmmaFits(g) and
-// UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued).
+// UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued). Each path walks a list made after the
+// route: path U its tiles, path K the queries with a tile on K where those are at most half the queries (else every
+// query). The lists' lengths come to the host (waiting for `stream` up to the route); while `stream` captures a
+// graph, path U walks its whole list (-1 past the count) and path K every query.
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,

@@ -20,6 +20,15 @@ namespace msa::gpu::kv_outer {
 // whenever v is, O_b / l_b being a weighted mean of v's rows). Both [chunk_q, Hq, top_k, Dv] at KvOuterPlan::part_o.
 enum PartialsFormat : int { kPartialsFp32 = 0, kPartials16 = 1 };
 
+// The queries of one chunk, by local index i (the list entries' and the partials' query index): query t0 + i, or
+// query_of[t0 + i] where the chunks walk a list of queries (RoutedAttend's path-K queries, ascending; -1 past the
+// list's end: no query).
+struct ChunkQueries {
+  const int64_t* query_of = nullptr;
+  int64_t t0 = 0;
+  __device__ int64_t operator[](int64_t i) const { return query_of == nullptr ? t0 + i : query_of[t0 + i]; }
+};
+
 // One chunk's inputs and lists, as a tile kernel reads them (passed by value to the kernel).
 struct TileLists {
   const uint16_t* q = nullptr;         // [total_q, Hq, D]
@@ -29,10 +38,10 @@ struct TileLists {
   const int64_t* key_begin = nullptr;  // [total_q]
   AttendGeometry g;
   float scale = 0;
-  int64_t t0 = 0;                    // first query of the chunk
+  ChunkQueries chunk;                // the chunk's queries
   const int32_t* offsets = nullptr;  // [num_buckets + 1]: offsets[num_buckets] / qpc = the chunk's tiles
   int64_t num_buckets = 0;
-  const int32_t* entries = nullptr;  // [max_entries]: (t - t0) * top_k + slot, -1 for padding
+  const int32_t* entries = nullptr;  // [max_entries]: local query * top_k + slot, -1 for padding
   const int2* tile_block = nullptr;  // [max_tiles]: (group, block id) of each tile
   void* part_o = nullptr;            // [chunk_q, Hq, top_k, Dv] in the tile kernel's PartialsFormat (kv_outer_tile.cuh)
   float2* part_ml = nullptr;         // [chunk_q, Hq, top_k]: (m_b, l_b)
@@ -48,13 +57,25 @@ struct TileLauncher {
   PartialsFormat partials = kPartialsFp32;
 };
 
-// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel. union_route (nullable,
-// RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists and the
-// merge (untouched; the general lists are built whatever plan.direct_lists says).
+// Which queries the chunk loop walks: every query in order (query_of null, count total_q), or the list query_of of
+// `count` queries (the chunks cover positions [0, count) of it).
+struct QueryList {
+  const int64_t* query_of = nullptr;
+  int64_t count = 0;
+};
+
+// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel, over `queries`. union_route
+// (nullable, RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists
+// and the merge (untouched; the general lists are built whatever plan.direct_lists says), as are the list's -1
+// entries. A query list other than all queries needs union_route (it takes the general lists).
 cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
-                const TileLauncher& tiles, const uint8_t* union_route);
+                const TileLauncher& tiles, const uint8_t* union_route, const QueryList& queries);
+
+// The temporary storage in bytes of RoutedAttend's selections of its path-K queries and path-U tiles
+// (union_route.cu).
+size_t RouteSelectBytes(const AttendGeometry& g);
 
 // The wgmma tile kernel of KvOuterAttendWgmma (kPartialsFp32) and KvOuterAttendWgmmaP16 (kPartials16), in
 // kv_outer_wgmma.cu.

@@ -5,11 +5,12 @@
 // ascending block order. Deterministic: a row's partial does not depend on which rows share its tile, and no
 // value is accumulated with atomics (atomics only count and place list entries).
 //
-// Per chunk of queries [t0, t0 + nq):
+// Per chunk of queries (nq of them: queries t0 .. t0 + nq - 1, or positions t0 .. of a list of queries,
+// kv_outer::QueryList; i below is the query's index in its chunk):
 //   CountPairs      counts[bucket] = queries of the chunk that chose the bucket's block (bucket: sequence,
 //                   block, group), then rounded up to whole tiles of `qpc` queries (qpc = 64 / group size)
 //   ExclusiveSum    offsets[bucket] = first list entry of the bucket (a multiple of qpc); offsets[buckets] = all
-//   FillEntries     entries[offsets[bucket] + i] = (t - t0) * top_k + slot; padding entries stay -1;
+//   FillEntries     entries[offsets[bucket] + j] = i * top_k + slot; padding entries stay -1;
 //                   tile_block[tile] = (group, block) of each tile
 //   TileAttend      per tile: S = Q K^T (scores rounded as LowpAttend does), m_b, l_b = sum exp(s - m_b),
 //                   O_b = P V with P = exp(s - m_b) in the storage format, fp32 accumulation
@@ -33,6 +34,7 @@ namespace {
 
 using kv_outer::AttendTile;
 using kv_outer::CarveTileShared;
+using kv_outer::ChunkQueries;
 using kv_outer::kCtasPerSm;
 using kv_outer::kDimPad;
 using kv_outer::kKeyPad;
@@ -48,22 +50,23 @@ __device__ inline bool RoutedToU(const uint8_t* route, const AttendGeometry& g, 
   return route != nullptr && route[t / (kUnionTileRows / (g.hq / g.hkv)) * g.hkv + r] != 0;
 }
 
-// One thread per (chunk query, group, slot) with a valid id on path K: the bucket of (sequence, block, group).
+// One thread per (chunk query, group, slot) with a valid id on path K: the bucket of (sequence, block, group); -1
+// where there is none (no id, no query, or the row on path U).
 __device__ inline int64_t PairBucket(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
-                                     const AttendGeometry& g, int64_t t0, int64_t i, int32_t* id_out) {
-  const int64_t t = t0 + i / (int64_t(g.hkv) * g.top_k);
+                                     const AttendGeometry& g, const ChunkQueries& chunk, int64_t i, int32_t* id_out) {
+  const int64_t t = chunk[i / (int64_t(g.hkv) * g.top_k)];
   const int r = int((i / g.top_k) % g.hkv);
-  const int32_t id = topk[(int64_t(r) * g.total_q + t) * g.top_k + i % g.top_k];
+  const int32_t id = t < 0 ? -1 : topk[(int64_t(r) * g.total_q + t) * g.top_k + i % g.top_k];
   *id_out = id;
   return id < 0 || RoutedToU(route, g, t, r) ? -1 : (int64_t(first_block[t]) + id) * g.hkv + r;
 }
 
 __global__ void CountPairsKernel(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
-                                 AttendGeometry g, int64_t t0, int64_t pairs, int32_t* counts) {
+                                 AttendGeometry g, ChunkQueries chunk, int64_t pairs, int32_t* counts) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= pairs) return;
   int32_t id;
-  const int64_t bucket = PairBucket(topk, first_block, route, g, t0, i, &id);
+  const int64_t bucket = PairBucket(topk, first_block, route, g, chunk, i, &id);
   if (bucket >= 0) atomicAdd(counts + bucket, 1);
 }
 
@@ -107,12 +110,12 @@ __global__ void RoundUpToTilesKernel(int32_t* counts, int64_t n, int qpc) {
 }
 
 __global__ void FillEntriesKernel(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
-                                  AttendGeometry g, int64_t t0, int64_t pairs, int qpc, const int32_t* offsets,
+                                  AttendGeometry g, ChunkQueries chunk, int64_t pairs, int qpc, const int32_t* offsets,
                                   int32_t* cursor, int32_t* entries, int2* tile_block) {
   const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (i >= pairs) return;
   int32_t id;
-  const int64_t bucket = PairBucket(topk, first_block, route, g, t0, i, &id);
+  const int64_t bucket = PairBucket(topk, first_block, route, g, chunk, i, &id);
   if (bucket < 0) return;
   const int32_t at = offsets[bucket] + atomicAdd(cursor + bucket, 1);
   const int64_t t_local = i / (int64_t(g.hkv) * g.top_k);
@@ -125,9 +128,9 @@ __global__ void FillEntriesKernel(const int32_t* topk, const int32_t* first_bloc
 template <int kLowp>
 __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     TileAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int64_t* position,
-                     const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0, const int32_t* offsets,
-                     int64_t num_buckets, const int32_t* entries, const int2* tile_block, float* part_o,
-                     float2* part_ml) {
+                     const int64_t* key_begin, AttendGeometry g, float scale, ChunkQueries chunk,
+                     const int32_t* offsets, int64_t num_buckets, const int32_t* entries, const int2* tile_block,
+                     float* part_o, float2* part_ml) {
   extern __shared__ __align__(16) unsigned char kv_outer_smem[];
   const TileShared s = CarveTileShared(kv_outer_smem);
   const int tid = threadIdx.x, qpc = TileQueries(g);
@@ -137,10 +140,10 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
     if (tid < qpc) {
       const int32_t e = entries[tile * qpc + tid];
       s.tile_entry[tid] = e;
-      s.tile_pos[tid] = e < 0 ? -1 : position[t0 + e / g.top_k];
+      s.tile_pos[tid] = e < 0 ? -1 : position[chunk[e / g.top_k]];
     }
     __syncthreads();
-    AttendTile<kLowp>(q, k, v, key_begin, g, scale, t0, group_block.x, int64_t(group_block.y) * g.bk, s, part_o,
+    AttendTile<kLowp>(q, k, v, key_begin, g, scale, chunk, group_block.x, int64_t(group_block.y) * g.bk, s, part_o,
                       part_ml);
     __syncthreads();  // the next tile overwrites shared memory
   }
@@ -148,19 +151,19 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
 
 // Merge: one warp per (chunk query, head) on path K (MergeRow in kv_outer_tile.cuh), partials in kPartials' format.
 template <int kLowp, kv_outer::PartialsFormat kPartials>
-__global__ void MergeKernel(const int32_t* topk, const uint8_t* route, AttendGeometry g, int64_t t0, int64_t nq,
+__global__ void MergeKernel(const int32_t* topk, const uint8_t* route, AttendGeometry g, ChunkQueries chunk, int64_t nq,
                             const void* part_o, const float2* part_ml, double* out, double* lse) {
-  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;  // (t - t0) * hq + head
+  const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;  // local query * hq + head
   if (row >= nq * g.hq) return;
-  const int64_t t = t0 + row / g.hq;
+  const int64_t t = chunk[row / g.hq];
   const int head = int(row % g.hq);
-  if (RoutedToU(route, g, t, head / (g.hq / g.hkv))) return;
+  if (t < 0 || RoutedToU(route, g, t, head / (g.hq / g.hkv))) return;
   MergeRow<kLowp, kPartials>(topk, g, t, head, row, part_o, part_ml, out, lse);
 }
 
 // The merge kernel for a tile kernel's partials: fp32 partials are read alike at either storage format.
-using MergeFn = void (*)(const int32_t*, const uint8_t*, AttendGeometry, int64_t, int64_t, const void*, const float2*,
-                         double*, double*);
+using MergeFn = void (*)(const int32_t*, const uint8_t*, AttendGeometry, ChunkQueries, int64_t, const void*,
+                         const float2*, double*, double*);
 MergeFn MergeFor(int lowp, kv_outer::PartialsFormat partials) {
   if (partials == kv_outer::kPartialsFp32) return MergeKernel<kLowpBF16, kv_outer::kPartialsFp32>;
   return lowp == kLowpBF16 ? MergeKernel<kLowpBF16, kv_outer::kPartials16>
@@ -205,6 +208,11 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.part_ml = take(size_t(plan.chunk_q) * g.hq * g.top_k * sizeof(float2));
   plan.scan_temp = take(scan_bytes);
   plan.union_route = take(size_t(UnionTileCount(g)));
+  plan.path_k_queries = take(size_t(g.total_q) * sizeof(int64_t));
+  plan.path_u_tiles = take(size_t(UnionTileCount(g)) * sizeof(int64_t));
+  plan.route_counts = take(2 * sizeof(int64_t));
+  plan.route_select_bytes = kv_outer::RouteSelectBytes(g);
+  plan.route_select = take(plan.route_select_bytes);
   plan.scan_temp_bytes = scan_bytes;
   plan.bytes = at;
   return plan;
@@ -220,7 +228,7 @@ cudaError_t PrepareMmaTiles(int lowp) {
 cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t stream) {
   const auto tile_kernel = lowp == kLowpBF16 ? TileAttendKernel<kLowpBF16> : TileAttendKernel<kLowpF16>;
   const unsigned grid = unsigned(std::min<int64_t>(l.max_tiles, int64_t(SmCount()) * kCtasPerSm));
-  tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.t0,
+  tile_kernel<<<grid, kWarps * 32, kSmemBytes, stream>>>(l.q, l.k, l.v, l.position, l.key_begin, l.g, l.scale, l.chunk,
                                                          l.offsets, l.num_buckets, l.entries, l.tile_block,
                                                          static_cast<float*>(l.part_o), l.part_ml);
   return cudaGetLastError();
@@ -229,8 +237,8 @@ cudaError_t LaunchMmaTiles(int lowp, const kv_outer::TileLists& l, cudaStream_t 
 // The general lists of one chunk (any number of queries per sequence): counts, round-up to whole tiles,
 // exclusive sum into offsets, then entries and tile_block (see the top of this file).
 cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, const uint8_t* route,
-                              const AttendGeometry& g, int64_t t0, int64_t pairs, const KvOuterPlan& plan,
-                              unsigned char* base, cudaStream_t stream) {
+                              const AttendGeometry& g, const ChunkQueries& chunk, int64_t pairs,
+                              const KvOuterPlan& plan, unsigned char* base, cudaStream_t stream) {
   int32_t* counts = reinterpret_cast<int32_t*>(base + plan.counts);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
   int32_t* cursor = reinterpret_cast<int32_t*>(base + plan.cursor);
@@ -241,7 +249,7 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
   if ((err = cudaMemsetAsync(counts, 0, size_t(plan.num_buckets + 1) * 4, stream)) != cudaSuccess) return err;
   if ((err = cudaMemsetAsync(cursor, 0, size_t(plan.num_buckets) * 4, stream)) != cudaSuccess) return err;
   if ((err = cudaMemsetAsync(entries, 0xff, size_t(plan.max_entries) * 4, stream)) != cudaSuccess) return err;
-  CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, t0, pairs, counts);
+  CountPairsKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, chunk, pairs, counts);
   const unsigned bucket_grid = unsigned((plan.num_buckets + 255) / 256);
   RoundUpToTilesKernel<<<bucket_grid, 256, 0, stream>>>(counts, plan.num_buckets, plan.qpc);
   size_t scan_bytes = plan.scan_temp_bytes;
@@ -249,7 +257,7 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
                                            stream)) != cudaSuccess) {
     return err;
   }
-  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, t0, pairs, plan.qpc, offsets, cursor,
+  FillEntriesKernel<<<pair_grid, 256, 0, stream>>>(topk, first_block, route, g, chunk, pairs, plan.qpc, offsets, cursor,
                                                    entries, tile_block);
   return cudaGetLastError();
 }
@@ -259,7 +267,8 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route) {
+                          double* lse, cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route,
+                          const QueryList& queries) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -284,25 +293,29 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
   lists.tile_block = tile_block;
   lists.part_o = part_o;
   lists.part_ml = part_ml;
-  for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
-    const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
+  lists.chunk.query_of = queries.query_of;
+  for (int64_t t0 = 0; t0 < queries.count; t0 += plan.chunk_q) {
+    const int64_t nq = std::min(plan.chunk_q, queries.count - t0);
     const int64_t pairs = nq * g.hkv * g.top_k;
-    lists.t0 = t0;
-    if (plan.direct_lists && union_route == nullptr && pairs <= plan.direct_max_tiles) {  // a tile per (t, r, slot)
+    lists.chunk.t0 = t0;
+    if (plan.direct_lists && union_route == nullptr && queries.query_of == nullptr &&
+        pairs <= plan.direct_max_tiles) {  // a tile per (t, r, slot)
       const int64_t list_entries = pairs * plan.qpc;
       DirectListsKernel<<<unsigned((list_entries + 255) / 256), 256, 0, stream>>>(
           topk, position, g, t0, pairs, plan.qpc, offsets + plan.num_buckets, entries, tile_block);
       if ((err = cudaGetLastError()) != cudaSuccess) return err;
       lists.max_tiles = pairs;
     } else {
-      if ((err = BuildGeneralLists(topk, first_block, union_route, g, t0, pairs, plan, base, stream)) != cudaSuccess) {
+      if ((err = BuildGeneralLists(topk, first_block, union_route, g, lists.chunk, pairs, plan, base, stream)) !=
+          cudaSuccess) {
         return err;
       }
       lists.max_tiles = plan.max_tiles;
     }
     if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
-    merge<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, t0, nq, part_o, part_ml, out, lse);
+    merge<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, lists.chunk, nq, part_o, part_ml, out,
+                                                        lse);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -314,7 +327,7 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           double* lse, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                        stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
-                       /*union_route=*/nullptr);
+                       /*union_route=*/nullptr, kv_outer::QueryList{nullptr, g.total_q});
 }
 
 }  // namespace msa::gpu

@@ -34,7 +34,7 @@ struct TileShared {
   uint16_t* ks;         // [kKeyPad][kStride]
   uint16_t* vs;         // [kKeyPad][kStride]
   int64_t* tile_pos;    // [qpc] position, -1 for padding
-  int32_t* tile_entry;  // [qpc] list entry (t - t0) * top_k + slot, -1 for padding
+  int32_t* tile_entry;  // [qpc] list entry: query index in the chunk * top_k + slot, -1 for padding
 };
 __device__ inline TileShared CarveTileShared(unsigned char* smem) {
   TileShared s;
@@ -70,7 +70,7 @@ __device__ inline int SlotRank(int32_t id, int top_k) {
 // caller synchronizes before shared memory is written again.
 template <int kLowp>
 __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int64_t* key_begin,
-                                  const AttendGeometry& g, float scale, int64_t t0, int r, int64_t key0,
+                                  const AttendGeometry& g, float scale, const ChunkQueries& chunk, int r, int64_t key0,
                                   const TileShared& s, float* part_o, float2* part_ml) {
   using mma::CopyAsync16;
   using mma::CopyAsyncCommit;
@@ -91,7 +91,7 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
   const int v_key = ((lane / 8) % 2) * 8 + lane % 8, v_dim = (lane / 16) * 8;
 
-  const int64_t kb = key_begin[t0 + tile_entry[0] / g.top_k];  // entry 0 of a tile is never padding
+  const int64_t kb = key_begin[chunk[tile_entry[0] / g.top_k]];  // entry 0 of a tile is never padding
   int64_t max_pos = -1;
   for (int i = 0; i < qpc; ++i) max_pos = tile_pos[i] > max_pos ? tile_pos[i] : max_pos;
   const int nkeys = int(max_pos - key0 + 1 < g.bk ? max_pos - key0 + 1 : g.bk);  // keys any row can see
@@ -99,7 +99,7 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
   for (int e = tid; e < kTileRows * (kDimPad / 8); e += blockDim.x) {  // Q rows of the tile
     const int row = e / (kDimPad / 8), piece = e % (kDimPad / 8), qi = row / group;
     const bool valid = qi < qpc && tile_entry[qi] >= 0 && piece * 8 < g.d;
-    const int64_t t = valid ? t0 + tile_entry[qi] / g.top_k : 0;
+    const int64_t t = valid ? chunk[tile_entry[qi] / g.top_k] : 0;
     CopyAsync16(qs + row * kStride + piece * 8,
                 q + (valid ? (t * g.hq + r * group + row % group) * g.d + piece * 8 : 0), valid);
   }
@@ -288,9 +288,9 @@ __device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int he
   if (lane == 0) lse[t * g.hq + head] = double(m + logf(l));
 }
 
-// MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` ((t - t0) * Hq + head), in
-// ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg), never from a
-// possibly stale L1 line. part_o: in the format kPartials (fp32, or kLowp's storage format).
+// MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` (t's index in the chunk * Hq +
+// head), in ascending block order; lane l owns value dims 4l..4l+3. The partials are read from L2 (ld.global.cg),
+// never from a possibly stale L1 line. part_o: in the format kPartials (fp32, or kLowp's storage format).
 template <int kLowp, PartialsFormat kPartials>
 __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, int64_t t, int head, int64_t row,
                                 const void* part_o, const float2* part_ml, double* out, double* lse) {

@@ -57,7 +57,8 @@ constexpr uint32_t kKvBytes = 2 * kKvHalfBytes;
 // What the tile kernel needs of one tile, staged in shared memory two tiles ahead.
 struct TileMeta {
   int64_t pos[kTileRows];      // key position of each query slot (qpc <= 64 used), -1 for padding
-  int32_t t_local[kTileRows];  // the slot's query t - t0 (list entry / top_k), -1 for padding
+  int64_t query[kTileRows];    // the slot's query t, -1 for padding
+  int32_t t_local[kTileRows];  // t's index in the chunk (list entry / top_k), -1 for padding
   int32_t sel[kTileRows];      // the block's slot in that query's selection (list entry % top_k)
   int64_t key0;                // first key of the block inside its sequence: id * block_size
   int64_t kv_row;              // the same key as a row of k / v: key_begin + key0
@@ -83,7 +84,7 @@ __device__ inline int SeenKeys(const TileMeta& m) { return max(m.seen[0], m.seen
 struct MetaRegs {
   int32_t entry = -1, t_local = -1;
   int2 group_block = make_int2(0, 0);
-  int64_t pos = -1, key_begin = 0;
+  int64_t query = -1, pos = -1, key_begin = 0;
 };
 
 __device__ inline void FetchEntry(const kv_outer::TileLists& l, int64_t tile, int qpc, int tid, MetaRegs& m) {
@@ -92,13 +93,14 @@ __device__ inline void FetchEntry(const kv_outer::TileLists& l, int64_t tile, in
 }
 
 __device__ inline void FetchPosition(const kv_outer::TileLists& l, int tid, MetaRegs& m) {
+  m.query = -1;
   m.pos = -1;
   m.key_begin = 0;
   m.t_local = m.entry >= 0 ? m.entry / l.g.top_k : -1;
   if (m.entry >= 0) {
-    const int64_t t = l.t0 + m.t_local;
-    m.pos = l.position[t];
-    if (tid == 0) m.key_begin = l.key_begin[t];  // entry 0 of a tile is never padding
+    m.query = l.chunk[m.t_local];
+    m.pos = l.position[m.query];
+    if (tid == 0) m.key_begin = l.key_begin[m.query];  // entry 0 of a tile is never padding
   }
 }
 
@@ -108,6 +110,7 @@ __device__ inline void StoreMeta(const kv_outer::TileLists& l, const MetaRegs& m
   const int keys = int(seen < 0 ? 0 : (seen > l.g.bk ? l.g.bk : seen));
   const int most = int(__reduce_max_sync(mma::kFullMask, unsigned(keys)));
   dst.pos[tid] = m.pos;
+  dst.query[tid] = m.query;
   dst.t_local[tid] = m.t_local;
   dst.sel[tid] = m.entry - m.t_local * l.g.top_k;
   if (tid % 32 == 0) dst.seen[tid / 32] = most;
@@ -136,9 +139,9 @@ __device__ inline void LoadQ(uint32_t stage, const kv_outer::TileLists& l, const
 #pragma unroll
   for (int j = 0; j < kTileRows / 8; ++j) {
     const int32_t map = row_map[row0 + 8 * j];
-    const int32_t t_local = map >= 0 ? m.t_local[map & 0xff] : -1;
-    const bool valid = t_local >= 0 && dims;
-    const int64_t row = (l.t0 + t_local) * g.hq + head0 + (map >> 8);
+    const int64_t t = map >= 0 ? m.query[map & 0xff] : -1;
+    const bool valid = t >= 0 && dims;
+    const int64_t row = t * g.hq + head0 + (map >> 8);
     const uint16_t* src = l.q + (valid ? row * g.d + c * 8 : 0);
     wgmma::CopyAsync16(dst0 + j * kAtomBytes, src, valid);
   }
@@ -413,7 +416,8 @@ cudaError_t RunWgmmaTiles(int lowp, const uint16_t* q, const uint16_t* k, const 
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr);
+                       stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr,
+                       kv_outer::QueryList{nullptr, g.total_q});
 }
 
 }  // namespace

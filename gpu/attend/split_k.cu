@@ -306,7 +306,8 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
       OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
                           CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
-      kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, t0, r, int64_t(id) * g.bk, s, part_o, part_ml);
+      kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, kv_outer::ChunkQueries{nullptr, t0}, r,
+                                  int64_t(id) * g.bk, s, part_o, part_ml);
     }
   }
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits

@@ -45,16 +45,16 @@ static_assert(kKeys == kKvOuterKeyPad && kDims == kKvOuterDimPad, "UnionTileFits
 
 // The tile's union and its queries, in shared memory after the swizzled tiles.
 struct UnionSmem {
-  int32_t ids[kMaxEntries];      // (query slot, selection slot) -> global block id, INT_MAX for none
-  int32_t first[kMaxEntries];    // 1 where the entry is its id's first occurrence
-  int32_t block[kMaxEntries];    // union, ascending: global block id
-  uint64_t chosen[kMaxEntries];  // bit j: query slot j (< 64) chose the block
-  int32_t keys[kMaxEntries];     // the most keys of the block any query of the tile sees
-  int64_t kv_row[kMaxEntries];   // the block's first key as a row of k / v
-  int64_t pos[kRows];            // per query slot: key position, -1 past total_q
-  int64_t key_begin[kRows];      // per query slot
-  int32_t first_block[kRows];    // per query slot
-  int32_t size;                  // union size
+  int32_t ids[kMaxEntries];       // (query slot, selection slot) -> global block id, INT_MAX for none
+  int32_t distinct[kMaxEntries];  // the entry's id where it is the id's first occurrence, else INT_MAX
+  int32_t block[kMaxEntries];     // union, ascending: global block id
+  uint64_t chosen[kMaxEntries];   // bit j: query slot j (< 64) chose the block
+  int32_t keys[kMaxEntries];      // the most keys of the block any query of the tile sees
+  int64_t kv_row[kMaxEntries];    // the block's first key as a row of k / v
+  int64_t pos[kRows];             // per query slot: key position, -1 past total_q
+  int64_t key_begin[kRows];       // per query slot
+  int32_t first_block[kRows];     // per query slot
+  int32_t size;                   // union size
 };
 
 #if defined(MSA_WGMMA_ENABLED)
@@ -105,6 +105,11 @@ __device__ inline void BuildUnion(UnionSmem& u, const int32_t* topk, const int64
                                   const int32_t* first_block, const AttendGeometry& g, int64_t t_first, int r, int qpt,
                                   int tid) {
   const int entries = qpt * g.top_k;
+  const auto selected_id = [&](int e) {  // entry e's block id in its query's selection, -1 for none
+    const int64_t t = t_first + e / g.top_k;
+    return t < g.total_q ? topk[(int64_t(r) * g.total_q + t) * g.top_k + e % g.top_k] : -1;
+  };
+  const int32_t own_id = tid < entries ? selected_id(tid) : -1;  // loaded before the barrier: entry tid's
   if (tid < qpt) {
     const int64_t t = t_first + tid;
     const bool valid = t < g.total_q;
@@ -115,19 +120,18 @@ __device__ inline void BuildUnion(UnionSmem& u, const int32_t* topk, const int64
   if (tid == 0) u.size = 0;
   __syncthreads();
   for (int e = tid; e < entries; e += kThreadsT) {
-    const int slot = e / g.top_k;
-    const int64_t t = t_first + slot;
-    const int32_t id = t < g.total_q ? topk[(int64_t(r) * g.total_q + t) * g.top_k + e % g.top_k] : -1;
-    u.ids[e] = id >= 0 ? u.first_block[slot] + id : INT_MAX;
+    const int32_t id = e == tid ? own_id : selected_id(e);
+    u.ids[e] = id >= 0 ? u.first_block[e / g.top_k] + id : INT_MAX;
     u.chosen[e] = 0;
     u.keys[e] = 0;
   }
   __syncthreads();
-  for (int e = tid; e < entries; e += kThreadsT) {
+  for (int e = tid; e < entries; e += kThreadsT) {  // loops without a data-dependent exit: the loads pipeline
     const int32_t id = u.ids[e];
-    bool first = id != INT_MAX;
-    for (int f = 0; f < e && first; ++f) first = u.ids[f] != id;
-    u.first[e] = first;
+    int seen_before = 0;
+    for (int f = 0; f < e; ++f) seen_before |= u.ids[f] == id;
+    const bool first = id != INT_MAX && !seen_before;
+    u.distinct[e] = first ? id : INT_MAX;
     if (first) atomicAdd(&u.size, 1);
   }
   __syncthreads();
@@ -135,11 +139,11 @@ __device__ inline void BuildUnion(UnionSmem& u, const int32_t* topk, const int64
     const int32_t id = u.ids[e];
     if (id == INT_MAX) continue;
     int rank = 0;
-    for (int f = 0; f < entries; ++f) rank += u.first[f] && u.ids[f] < id;
+    for (int f = 0; f < entries; ++f) rank += u.distinct[f] < id;
     const int slot = e / g.top_k;
     const int64_t key0 = int64_t(id - u.first_block[slot]) * g.bk;
     const int64_t seen = u.pos[slot] - key0 + 1;
-    if (u.first[e]) {
+    if (u.distinct[e] == id) {
       u.block[rank] = id;
       u.kv_row[rank] = u.key_begin[slot] + key0;
     }

@@ -137,10 +137,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const __grid_constant__ CUtensorMap v_map, const int32_t* __restrict__ topk,
                       const int64_t* __restrict__ position, const int64_t* __restrict__ key_begin,
                       const int32_t* __restrict__ first_block, const AttendGeometry g, float scale,
-                      const uint8_t* __restrict__ route, double* __restrict__ out, double* __restrict__ lse) {
+                      const int64_t* __restrict__ tiles, double* __restrict__ out, double* __restrict__ lse) {
 #if defined(MSA_WGMMA_ENABLED)
-  const int64_t tile = blockIdx.x;
-  if (route != nullptr && route[tile] == 0) return;
+  const int64_t tile = tiles != nullptr ? tiles[blockIdx.x] : int64_t(blockIdx.x);
+  if (tile < 0) return;
   extern __shared__ __align__(16) unsigned char union_smem[];  // 1024-byte alignment is made below
   const uint32_t raw = wgmma::SharedAddress(union_smem);
   const uint32_t pad = wgmma::PadTo1024(raw);
@@ -205,8 +205,8 @@ cudaError_t EncodeKvMap(const uint16_t* base, int64_t rows, int heads, int dims,
 
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
-                              const int32_t* first_block, const AttendGeometry& g, float scale, const uint8_t* route,
-                              double* out, double* lse, cudaStream_t stream) {
+                              const int32_t* first_block, const AttendGeometry& g, float scale,
+                              const UnionTileList& tiles, double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!UnionTileFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   if (total_k <= 0 || total_k > INT_MAX) return cudaErrorInvalidValue;  // copy coordinates are 32-bit
@@ -217,10 +217,11 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   const auto kernel = lowp == kLowpBF16 ? UnionTileWsKernel<kLowpBF16> : UnionTileWsKernel<kLowpF16>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (err != cudaSuccess) return err;
-  const int64_t tiles = UnionTileCount(g);
-  if (tiles > INT_MAX) return cudaErrorInvalidValue;
-  kernel<<<unsigned(tiles), kThreads, kSmemBytes, stream>>>(q, k_map, v_map, topk, position, key_begin, first_block, g,
-                                                            scale, route, out, lse);
+  const int64_t ctas = tiles.tiles != nullptr ? tiles.count : UnionTileCount(g);
+  if (ctas <= 0) return cudaSuccess;
+  if (ctas > INT_MAX) return cudaErrorInvalidValue;
+  kernel<<<unsigned(ctas), kThreads, kSmemBytes, stream>>>(q, k_map, v_map, topk, position, key_begin, first_block, g,
+                                                           scale, tiles.tiles, out, lse);
   return cudaGetLastError();
 }
 

@@ -62,7 +62,7 @@ inline constexpr size_t kKvOuterMmaSmemBytes =
     size_t(kKvOuterTileRows + 2 * kKvOuterKeyPad) * (kKvOuterDimPad + 8) * 2 +
     kKvOuterTileRows * (sizeof(int32_t) + sizeof(int64_t));
 // KvOuterAttendWgmma's tile kernel (gpu/attend/kv_outer_wgmma.cu).
-inline constexpr size_t kKvOuterWgmmaSmemBytes = 102752;
+inline constexpr size_t kKvOuterWgmmaSmemBytes = 104288;
 // Dims multiples of 8 up to 128, block_size <= 128, group size <= 64, top_k <= 32, the tile in shared memory.
 bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
