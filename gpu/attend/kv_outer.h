@@ -67,7 +67,7 @@ struct QueryList {
 // KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel, over `queries`. union_route
 // (nullable, RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists
 // and the merge (untouched; the general lists are built whatever plan.direct_lists says), as are the list's -1
-// entries. A query list other than all queries needs union_route (it takes the general lists).
+// entries. A query list takes the general lists.
 cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,

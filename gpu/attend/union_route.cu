@@ -1,7 +1,7 @@
 // The main branch on both paths (attend=routed): the device planner RouteUnionTiles decides each union tile's path
 // from the selection alone, as the host planner PlanUnionTiles does (gpu/common/union_tile_plan.h); then path K
 // (KV-outer lists, wgmma tiles with 16-bit partials, and merge) takes the rows of the tiles routed to K and path U
-// (union_tile.cu) the rest, path K on a side stream where the caller gives one. Each path walks a list the route's
+// (union_tile_ws.cu) the rest, path K on a side stream where the caller gives one. Each path walks a list the route's
 // selections make: path K's chunks the queries with a tile on K, path U's CTAs its tiles.
 #include <thrust/iterator/counting_iterator.h>
 #include <cub/device/device_select.cuh>
@@ -145,12 +145,16 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   }
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                       k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route, path_k);
-  if (err != cudaSuccess) return err;
-  if (forked && (err = cudaEventRecord(side.join, side.stream)) != cudaSuccess) return err;
-  err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u, out, lse,
-                          stream);
-  if (err != cudaSuccess) return err;
-  return forked ? cudaStreamWaitEvent(stream, side.join) : cudaSuccess;
+  if (err == cudaSuccess) {
+    err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u, out, lse,
+                            stream);
+  }
+  if (forked) {  // joined whatever failed after the fork, so that a capture in progress can still end
+    cudaError_t joined = cudaEventRecord(side.join, side.stream);
+    if (joined == cudaSuccess) joined = cudaStreamWaitEvent(stream, side.join);
+    if (err == cudaSuccess) err = joined;
+  }
+  return err;
 }
 
 }  // namespace msa::gpu
