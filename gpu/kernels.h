@@ -249,18 +249,20 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
                             const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                             const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
                             cudaStream_t stream = nullptr);
-// UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
-// one producer thread loading K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31) and the two
-// consumer warpgroups' matrix work and softmax overlapped; the tiles it computes are given as a list, not a route:
-// tiles.tiles (nullable, [tiles.count] tile indices, -1 for none) or, where null, every tile.
-struct UnionTileList {
-  const int64_t* tiles = nullptr;
+// Which items (tiles, queries) a launch walks: the first `count` of the ascending list `items` (entries of -1 are
+// skipped), or, where `items` is null, every item in order (count unused).
+struct ItemList {
+  const int64_t* items = nullptr;
   int64_t count = 0;
 };
+// UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
+// one producer thread loading K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31) and the two
+// consumer warpgroups' matrix work and softmax overlapped; the tiles it computes are given as a list, not a route
+// (ItemList: the listed tiles, -1 for none, or every tile).
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
-                              const int32_t* first_block, const AttendGeometry& g, float scale,
-                              const UnionTileList& tiles, double* out, double* lse, cudaStream_t stream = nullptr);
+                              const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
+                              double* out, double* lse, cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.

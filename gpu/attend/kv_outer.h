@@ -57,13 +57,6 @@ struct TileLauncher {
   PartialsFormat partials = kPartialsFp32;
 };
 
-// Which queries the chunk loop walks: every query in order (query_of null, count total_q), or the list query_of of
-// `count` queries (the chunks cover positions [0, count) of it).
-struct QueryList {
-  const int64_t* query_of = nullptr;
-  int64_t count = 0;
-};
-
 // KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel, over `queries`. union_route
 // (nullable, RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists
 // and the merge (untouched; the general lists are built whatever plan.direct_lists says), as are the list's -1
@@ -71,7 +64,7 @@ struct QueryList {
 cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
-                const TileLauncher& tiles, const uint8_t* union_route, const QueryList& queries);
+                const TileLauncher& tiles, const uint8_t* union_route, const ItemList& queries);
 
 // The temporary storage in bytes of RoutedAttend's selections of its path-K queries and path-U tiles
 // (union_route.cu).

@@ -6,7 +6,7 @@
 // value is accumulated with atomics (atomics only count and place list entries).
 //
 // Per chunk of queries (nq of them: queries t0 .. t0 + nq - 1, or positions t0 .. of a list of queries,
-// kv_outer::QueryList; i below is the query's index in its chunk):
+// ItemList; i below is the query's index in its chunk):
 //   CountPairs      counts[bucket] = queries of the chunk that chose the bucket's block (bucket: sequence,
 //                   block, group), then rounded up to whole tiles of `qpc` queries (qpc = 64 / group size)
 //   ExclusiveSum    offsets[bucket] = first list entry of the bucket (a multiple of qpc); offsets[buckets] = all
@@ -268,7 +268,7 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
                           double* lse, cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route,
-                          const QueryList& queries) {
+                          const ItemList& queries) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -293,12 +293,13 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
   lists.tile_block = tile_block;
   lists.part_o = part_o;
   lists.part_ml = part_ml;
-  lists.chunk.query_of = queries.query_of;
-  for (int64_t t0 = 0; t0 < queries.count; t0 += plan.chunk_q) {
-    const int64_t nq = std::min(plan.chunk_q, queries.count - t0);
+  lists.chunk.query_of = queries.items;
+  const int64_t walked = queries.items != nullptr ? queries.count : g.total_q;
+  for (int64_t t0 = 0; t0 < walked; t0 += plan.chunk_q) {
+    const int64_t nq = std::min(plan.chunk_q, walked - t0);
     const int64_t pairs = nq * g.hkv * g.top_k;
     lists.chunk.t0 = t0;
-    if (plan.direct_lists && union_route == nullptr && queries.query_of == nullptr &&
+    if (plan.direct_lists && union_route == nullptr && queries.items == nullptr &&
         pairs <= plan.direct_max_tiles) {  // a tile per (t, r, slot)
       const int64_t list_entries = pairs * plan.qpc;
       DirectListsKernel<<<unsigned((list_entries + 255) / 256), 256, 0, stream>>>(
@@ -327,7 +328,7 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           double* lse, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                        stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
-                       /*union_route=*/nullptr, kv_outer::QueryList{nullptr, g.total_q});
+                       /*union_route=*/nullptr, ItemList{});
 }
 
 }  // namespace msa::gpu

@@ -135,8 +135,8 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   // Path K walks its list where that leaves out at least half the queries; otherwise (and while capturing) every
   // query in order, the rows on path U skipped (the list's lookup costs its tile kernel about 3.5%).
   const bool k_list = capture == cudaStreamCaptureStatusNone && counts[0] <= g.total_q / 2;
-  const kv_outer::QueryList path_k{k_list ? path_k_queries : nullptr, k_list ? counts[0] : g.total_q};
-  const UnionTileList path_u{path_u_tiles, counts[1]};
+  const ItemList path_k{k_list ? path_k_queries : nullptr, counts[0]};
+  const ItemList path_u{path_u_tiles, counts[1]};
   const bool forked = side.stream != nullptr;
   const cudaStream_t k_stream = forked ? side.stream : stream;
   if (forked && ((err = cudaEventRecord(side.fork, stream)) != cudaSuccess ||

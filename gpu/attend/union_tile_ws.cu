@@ -205,8 +205,8 @@ cudaError_t EncodeKvMap(const uint16_t* base, int64_t rows, int heads, int dims,
 
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
-                              const int32_t* first_block, const AttendGeometry& g, float scale,
-                              const UnionTileList& tiles, double* out, double* lse, cudaStream_t stream) {
+                              const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
+                              double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!UnionTileFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   if (total_k <= 0 || total_k > INT_MAX) return cudaErrorInvalidValue;  // copy coordinates are 32-bit
@@ -217,11 +217,11 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   const auto kernel = lowp == kLowpBF16 ? UnionTileWsKernel<kLowpBF16> : UnionTileWsKernel<kLowpF16>;
   cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (err != cudaSuccess) return err;
-  const int64_t ctas = tiles.tiles != nullptr ? tiles.count : UnionTileCount(g);
+  const int64_t ctas = tiles.items != nullptr ? tiles.count : UnionTileCount(g);
   if (ctas <= 0) return cudaSuccess;
   if (ctas > INT_MAX) return cudaErrorInvalidValue;
   kernel<<<unsigned(ctas), kThreads, kSmemBytes, stream>>>(q, k_map, v_map, topk, position, key_begin, first_block, g,
-                                                           scale, tiles.tiles, out, lse);
+                                                           scale, tiles.items, out, lse);
   return cudaGetLastError();
 }
 

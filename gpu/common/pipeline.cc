@@ -196,7 +196,7 @@ cudaError_t AttendUnionTile(const AttendArgs& a) {
 }
 cudaError_t AttendUnionTileWs(const AttendArgs& a) {
   return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
-                           a.in.first_block, a.ws.geometry, a.scale(), UnionTileList{}, a.out.out, a.out.lse, a.stream);
+                           a.in.first_block, a.ws.geometry, a.scale(), ItemList{}, a.out.out, a.out.lse, a.stream);
 }
 cudaError_t AttendRouted(const AttendArgs& a) {
   return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
