@@ -55,12 +55,13 @@ def _exact_backend(use_gpu):
 
 
 def _golden_shard(suite, directory, index, count, use_gpu, progress, kill_once_marker):
-    """One shard of a golden suite, resuming from its record (a retried task keeps what the dead one finished)."""
+    """One shard of a golden suite, resuming from its record (a retried task keeps what the dead one finished). Every
+    report has reached the Progress actor before the shard returns, so the driver's last count includes them all."""
 
-    kept = []
+    kept, reports = [], []
 
     def report(position, total, name, seconds, reused):
-        progress.case_done.remote(name, reused)
+        reports.append(progress.case_done.remote(name, reused))
         if reused:
             kept.append(name)
         if kill_once_marker and not reused and not os.path.exists(kill_once_marker):  # the tests' fault
@@ -70,6 +71,7 @@ def _golden_shard(suite, directory, index, count, use_gpu, progress, kill_once_m
     backend = _exact_backend(use_gpu)
     _core.generate_golden(directory, suite, None, report, shard_index=index, shard_count=count, backend=backend,
                           resume=True)
+    ray.get(reports)
     return dict(shard=f"{index}/{count}", backend=backend, kept=kept)
 
 
