@@ -192,6 +192,7 @@ struct KvOuterPlan {
   // RoutedAttend's lists, each ascending and then -1: path-K queries ([total_q] int64) and path-U tiles
   // ([UnionTileCount(g)] int64); their counts (two int64) and the temporary storage of the selections that write them
   size_t path_k_queries = 0, path_u_tiles = 0, route_counts = 0, route_select = 0, route_select_bytes = 0;
+  size_t union_tile_counter = 0;  // path U's tile counter (one int64, UnionTileWsAttend's tile_counter)
   size_t scan_temp_bytes = 0, bytes = 0;
   bool direct_lists = false;     // build each chunk's lists with DirectListsKernel
   int64_t direct_max_tiles = 0;  // tiles the workspace holds for them: chunk_q * Hkv * top_k (0: not sized)
@@ -256,13 +257,15 @@ struct ItemList {
   int64_t count = 0;
 };
 // UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
-// one producer thread loading K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31) and the two
-// consumer warpgroups' matrix work and softmax overlapped; the tiles it computes are given as a list, not a route
-// (ItemList: the listed tiles, -1 for none, or every tile).
+// one producer thread loading Q, K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31), the two
+// consumer warpgroups' matrix work and softmax overlapped, and the next tile's union built meanwhile: a CTA per
+// multiprocessor takes tile after tile. The tiles it computes are given as a list, not a route (ItemList: the listed
+// tiles, -1 for none, or every tile). tile_counter: one int64 of device memory, zeroed by the call on `stream`, that
+// the CTAs take list entries from (in any order: a row's bits do not depend on which CTA computes it).
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                               const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
-                              double* out, double* lse, cudaStream_t stream = nullptr);
+                              int64_t* tile_counter, double* out, double* lse, cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.

@@ -40,6 +40,24 @@ std::vector<int32_t> OddQueriesKeepOneBlock(const Problem& problem, std::vector<
   return topk;
 }
 
+// The cases every test here walks: the plan cases, every other case, and a prefill of M3's group of 16 heads with
+// 700 union tiles, more than a GPU's multiprocessors: union-tile-ws's persistent CTAs walk several tiles each.
+std::vector<TestCase> UnionTestCases() {
+  std::vector<TestCase> cases = CasesTagged(kTagGpuPlans);
+  for (TestCase& c : AllCases()) cases.push_back(std::move(c));
+  cases.push_back(MakeCase({.kind = "union_many_tiles",
+                            .hq = 16,
+                            .hkv = 2,
+                            .dim = 128,
+                            .block_size = 128,
+                            .top_k = 16,
+                            .pooling = Pooling::kMax,
+                            .lengths = {{2500, 9000}, {300, 3000}},
+                            .dtype = DType::kBF16,
+                            .seed = 510}));
+  return cases;
+}
+
 // The main branch alone under attend=`kernel` on the given selection [Hidx, total_q, top_k].
 Status AttendUnder(const Problem& problem, const char* kernel, const std::vector<int32_t>& topk, Outputs* outputs) {
   const ScopedPlan plan("attend", kernel);
@@ -51,8 +69,7 @@ Status AttendUnder(const Problem& problem, const char* kernel, const std::vector
 TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
   MSA_REQUIRE_GPU();
   int64_t compared_rows = 0, cases = 0;
-  std::vector<TestCase> test_cases = CasesTagged(kTagGpuPlans);
-  for (TestCase& c : AllCases()) test_cases.push_back(std::move(c));
+  const std::vector<TestCase> test_cases = UnionTestCases();
   for (const TestCase& test_case : test_cases) {
     Problem problem = GenerateProblem(test_case.spec);
     for (const auto& [precision, kernel] :
@@ -97,8 +114,7 @@ TEST(GpuUnionTile, ARowsBitsDependOnItsOwnSelectionOnly) {
 TEST(GpuUnionTile, WarpSpecializedKernelGivesThePlainKernelsBits) {
   MSA_REQUIRE_GPU();
   int64_t compared = 0;
-  std::vector<TestCase> test_cases = CasesTagged(kTagGpuPlans);
-  for (TestCase& c : AllCases()) test_cases.push_back(std::move(c));
+  const std::vector<TestCase> test_cases = UnionTestCases();
   for (const TestCase& test_case : test_cases) {
     Problem problem = GenerateProblem(test_case.spec);
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
@@ -125,8 +141,7 @@ TEST(GpuUnionTile, WarpSpecializedKernelGivesThePlainKernelsBits) {
 TEST(GpuUnionTile, RoutedRowsHaveTheBitsOfTheirTilesPath) {
   MSA_REQUIRE_GPU();
   int64_t u_rows = 0, k_rows = 0, cases = 0;
-  std::vector<TestCase> test_cases = CasesTagged(kTagGpuPlans);
-  for (TestCase& c : AllCases()) test_cases.push_back(std::move(c));
+  const std::vector<TestCase> test_cases = UnionTestCases();
   for (const TestCase& test_case : test_cases) {
     Problem problem = GenerateProblem(test_case.spec);
     problem.config.precision = Precision::kBf16;

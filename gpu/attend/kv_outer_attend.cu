@@ -211,6 +211,7 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
   plan.path_k_queries = take(size_t(g.total_q) * sizeof(int64_t));
   plan.path_u_tiles = take(size_t(UnionTileCount(g)) * sizeof(int64_t));
   plan.route_counts = take(2 * sizeof(int64_t));
+  plan.union_tile_counter = take(sizeof(int64_t));
   plan.route_select_bytes = kv_outer::RouteSelectBytes(g);
   plan.route_select = take(plan.route_select_bytes);
   plan.scan_temp_bytes = scan_bytes;

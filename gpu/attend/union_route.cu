@@ -116,6 +116,7 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   int64_t* path_k_queries = reinterpret_cast<int64_t*>(base + plan.path_k_queries);
   int64_t* path_u_tiles = reinterpret_cast<int64_t*>(base + plan.path_u_tiles);
   int64_t* route_counts = reinterpret_cast<int64_t*>(base + plan.route_counts);
+  int64_t* tile_counter = reinterpret_cast<int64_t*>(base + plan.union_tile_counter);
   const int64_t tiles = UnionTileCount(g);
   cudaError_t err = RouteUnionTiles(topk, first_block, g, routing, route, stream);
   if (err != cudaSuccess) return err;
@@ -146,8 +147,8 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
                       k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route, path_k);
   if (err == cudaSuccess) {
-    err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u, out, lse,
-                            stream);
+    err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u,
+                            tile_counter, out, lse, stream);
   }
   if (forked) {  // joined whatever failed after the fork, so that a capture in progress can still end
     cudaError_t joined = cudaEventRecord(side.join, side.stream);

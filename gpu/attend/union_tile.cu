@@ -24,7 +24,8 @@ using namespace union_tile;
 constexpr int kThreads = 256;  // two warpgroups
 constexpr int kStages = 2;
 constexpr uint32_t kStageBytes = 2 * kKvBytes;  // K then V
-constexpr size_t kSmemBytes = 1024 /* alignment slack */ + kQBytes + kStages * kStageBytes + sizeof(UnionSmem);
+constexpr size_t kSmemBytes =
+    1024 /* alignment slack */ + kQBytes + kStages * kStageBytes + sizeof(UnionTable) + sizeof(UnionScratch);
 static_assert(kSmemBytes == kUnionTileSmemBytes, "UnionTileFits (gpu/common/kernel_fits.h)");
 
 // One CTA per (run of qpt queries, group): blockIdx.x = run * hkv + group. `route` (nullable): tiles with
@@ -44,14 +45,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t pad = wgmma::PadTo1024(raw);
   const uint32_t q_smem = raw + pad;          // [2 wg][2][64][128 B]
   const uint32_t kv_smem = q_smem + kQBytes;  // [2 stages][K, V][2][128][128 B]
-  UnionSmem& u = *reinterpret_cast<UnionSmem*>(union_smem + pad + kQBytes + kStages * kStageBytes);
+  unsigned char* after_tiles = union_smem + pad + kQBytes + kStages * kStageBytes;
+  UnionTable& u = *reinterpret_cast<UnionTable*>(after_tiles);
+  UnionScratch& scratch = *reinterpret_cast<UnionScratch*>(after_tiles + sizeof(UnionTable));
 
   const int tid = threadIdx.x, wg = tid / 128, warp = (tid % 128) / 32, lane = tid % 32;
   const int group = g.hq / g.hkv, qpt = kRows / group, r = int(tile % g.hkv);
   const int64_t t_first = (tile / g.hkv) * qpt;
   LoadQ(q_smem, q, g, t_first, r, group, qpt, tid);
   wgmma::CopyAsyncCommit();
-  BuildUnion<kThreads>(u, topk, position, key_begin, first_block, g, t_first, r, qpt, tid);
+  BuildUnion<kThreads>(u, scratch, topk, position, key_begin, first_block, g, t_first, r, qpt, tid,
+                       [] { __syncthreads(); });
   const int size = u.size;
   if (size > 0) {
     LoadKv<kThreads>(kv_smem, k, g.d, g.hkv, u.kv_row[0], r, u.keys[0], tid);

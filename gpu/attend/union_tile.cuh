@@ -43,18 +43,24 @@ constexpr uint32_t kKvHalfBytes = kKeys * kRowBytes;  // 16 KiB
 constexpr uint32_t kKvBytes = 2 * kKvHalfBytes;       // one block of K or V
 static_assert(kKeys == kKvOuterKeyPad && kDims == kKvOuterDimPad, "UnionTileFits (gpu/common/kernel_fits.h)");
 
-// The tile's union and its queries, in shared memory after the swizzled tiles.
-struct UnionSmem {
+// The tile's union and its queries, in shared memory after the swizzled tiles: what the loads and the per-block math
+// read.
+struct UnionTable {
+  int32_t block[kMaxEntries];    // union, ascending: global block id
+  uint64_t chosen[kMaxEntries];  // bit j: query slot j (< 64) chose the block
+  int32_t keys[kMaxEntries];     // the most keys of the block any query of the tile sees
+  int64_t kv_row[kMaxEntries];   // the block's first key as a row of k / v
+  int64_t pos[kRows];            // per query slot: key position, -1 past total_q
+  int32_t first_block[kRows];    // per query slot
+  int64_t tile;                  // run * Hkv + group, -1 for none (set by the caller of BuildUnion where it needs it)
+  int32_t size;                  // union size
+};
+
+// What only the union build reads.
+struct UnionScratch {
   int32_t ids[kMaxEntries];       // (query slot, selection slot) -> global block id, INT_MAX for none
   int32_t distinct[kMaxEntries];  // the entry's id where it is the id's first occurrence, else INT_MAX
-  int32_t block[kMaxEntries];     // union, ascending: global block id
-  uint64_t chosen[kMaxEntries];   // bit j: query slot j (< 64) chose the block
-  int32_t keys[kMaxEntries];      // the most keys of the block any query of the tile sees
-  int64_t kv_row[kMaxEntries];    // the block's first key as a row of k / v
-  int64_t pos[kRows];             // per query slot: key position, -1 past total_q
   int64_t key_begin[kRows];       // per query slot
-  int32_t first_block[kRows];     // per query slot
-  int32_t size;                   // union size
 };
 
 #if defined(MSA_WGMMA_ENABLED)
@@ -98,12 +104,12 @@ __device__ inline void LoadKv(uint32_t dst, const uint16_t* src_base, int dim, i
   }
 }
 
-// The tile's queries and the sorted union of their selections into u, by all kThreadsT threads of the CTA (ends
-// with a barrier).
-template <int kThreadsT>
-__device__ inline void BuildUnion(UnionSmem& u, const int32_t* topk, const int64_t* position, const int64_t* key_begin,
-                                  const int32_t* first_block, const AttendGeometry& g, int64_t t_first, int r, int qpt,
-                                  int tid) {
+// The tile's queries and the sorted union of their selections into u, by kThreadsT threads tid = 0 .. kThreadsT - 1
+// that sync() brings together (a barrier of exactly those threads; BuildUnion ends with one).
+template <int kThreadsT, typename SyncT>
+__device__ inline void BuildUnion(UnionTable& u, UnionScratch& scratch, const int32_t* topk, const int64_t* position,
+                                  const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
+                                  int64_t t_first, int r, int qpt, int tid, SyncT sync) {
   const int entries = qpt * g.top_k;
   const auto selected_id = [&](int e) {  // entry e's block id in its query's selection, -1 for none
     const int64_t t = t_first + e / g.top_k;
@@ -114,43 +120,43 @@ __device__ inline void BuildUnion(UnionSmem& u, const int32_t* topk, const int64
     const int64_t t = t_first + tid;
     const bool valid = t < g.total_q;
     u.pos[tid] = valid ? position[t] : -1;
-    u.key_begin[tid] = valid ? key_begin[t] : 0;
+    scratch.key_begin[tid] = valid ? key_begin[t] : 0;
     u.first_block[tid] = valid ? first_block[t] : 0;
   }
   if (tid == 0) u.size = 0;
-  __syncthreads();
+  sync();
   for (int e = tid; e < entries; e += kThreadsT) {
     const int32_t id = e == tid ? own_id : selected_id(e);
-    u.ids[e] = id >= 0 ? u.first_block[e / g.top_k] + id : INT_MAX;
+    scratch.ids[e] = id >= 0 ? u.first_block[e / g.top_k] + id : INT_MAX;
     u.chosen[e] = 0;
     u.keys[e] = 0;
   }
-  __syncthreads();
+  sync();
   for (int e = tid; e < entries; e += kThreadsT) {  // loops without a data-dependent exit: the loads pipeline
-    const int32_t id = u.ids[e];
+    const int32_t id = scratch.ids[e];
     int seen_before = 0;
-    for (int f = 0; f < e; ++f) seen_before |= u.ids[f] == id;
+    for (int f = 0; f < e; ++f) seen_before |= scratch.ids[f] == id;
     const bool first = id != INT_MAX && !seen_before;
-    u.distinct[e] = first ? id : INT_MAX;
+    scratch.distinct[e] = first ? id : INT_MAX;
     if (first) atomicAdd(&u.size, 1);
   }
-  __syncthreads();
+  sync();
   for (int e = tid; e < entries; e += kThreadsT) {
-    const int32_t id = u.ids[e];
+    const int32_t id = scratch.ids[e];
     if (id == INT_MAX) continue;
     int rank = 0;
-    for (int f = 0; f < entries; ++f) rank += u.distinct[f] < id;
+    for (int f = 0; f < entries; ++f) rank += scratch.distinct[f] < id;
     const int slot = e / g.top_k;
     const int64_t key0 = int64_t(id - u.first_block[slot]) * g.bk;
     const int64_t seen = u.pos[slot] - key0 + 1;
-    if (u.distinct[e] == id) {
+    if (scratch.distinct[e] == id) {
       u.block[rank] = id;
-      u.kv_row[rank] = u.key_begin[slot] + key0;
+      u.kv_row[rank] = scratch.key_begin[slot] + key0;
     }
     atomicOr(reinterpret_cast<unsigned long long*>(&u.chosen[rank]), 1ull << slot);
     atomicMax(&u.keys[rank], int(seen < 0 ? 0 : (seen > g.bk ? g.bk : seen)));
   }
-  __syncthreads();
+  sync();
 }
 
 // One consumer thread's view of the tile: its two accumulator rows 64 wg + 16 warp + lane / 4 (+8).
@@ -160,7 +166,7 @@ struct RowSlots {
   uint64_t wg_bits;  // the query slots of the thread's warpgroup
 };
 
-__device__ inline RowSlots RowSlotsOf(const UnionSmem& u, int group, int qpt, int wg, int warp, int lane) {
+__device__ inline RowSlots RowSlotsOf(const UnionTable& u, int group, int qpt, int wg, int warp, int lane) {
   RowSlots rows;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -217,8 +223,8 @@ __device__ inline float Exp2Approx(float x) {
 // The softmax of union block `b` on the finished scores s (rounded, masked, exponentiated in place: s holds p after),
 // updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
 template <int kLowp>
-__device__ inline void SoftmaxStep(float (&s)[64], const UnionSmem& u, int b, const RowSlots& rows, int bk, float scale,
-                                   int tig, RowState& state, float (&alpha)[2]) {
+__device__ inline void SoftmaxStep(float (&s)[64], const UnionTable& u, int b, const RowSlots& rows, int bk,
+                                   float scale, int tig, RowState& state, float (&alpha)[2]) {
   const uint64_t chosen = u.chosen[b];
   const int32_t block = u.block[b];
   int key_limit[2];

@@ -81,8 +81,8 @@ bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.
 inline constexpr int kUnionTileRows = 128;
 inline constexpr int kUnionTileMaxEntries = 1024;
-inline constexpr size_t kUnionTileSmemBytes = 200200;    // UnionTileAttend
-inline constexpr size_t kUnionTileWsSmemBytes = 200264;  // UnionTileWsAttend
+inline constexpr size_t kUnionTileSmemBytes = 200208;    // UnionTileAttend
+inline constexpr size_t kUnionTileWsSmemBytes = 226464;  // UnionTileWsAttend
 // Queries per union tile: 128 / group size.
 inline int UnionTileQueries(const AttendGeometry& g) { return kUnionTileRows / (g.hq / g.hkv); }
 // Union tiles of the batch: ceil(total_q / UnionTileQueries) runs of queries x Hkv groups.

@@ -196,7 +196,8 @@ cudaError_t AttendUnionTile(const AttendArgs& a) {
 }
 cudaError_t AttendUnionTileWs(const AttendArgs& a) {
   return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
-                           a.in.first_block, a.ws.geometry, a.scale(), ItemList{}, a.out.out, a.out.lse, a.stream);
+                           a.in.first_block, a.ws.geometry, a.scale(), ItemList{}, a.ws.tile_counter.get(), a.out.out,
+                           a.out.lse, a.stream);
 }
 cudaError_t AttendRouted(const AttendArgs& a) {
   return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
@@ -390,6 +391,7 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
   ws->geometry = AttendGeometryOf(config, shapes.total_q);
   ws->total_k = shapes.total_k;
   ws->kv_outer = KvOuterPlan{};
+  if (plan.attend == AttendKernel::kUnionTileWs) MSA_RETURN_IF_ERROR(ws->tile_counter.Allocate(1, "tile counter"));
   if (!TakesKvOuterWorkspace(plan.attend)) return Status::Ok();
   ws->kv_outer = PlanKvOuter(ws->geometry, shapes.num_blocks, kChunkBudgetBytes, plan.lists == KvLists::kDirect);
   if (!ws->kv_outer.ok || (plan.lists == KvLists::kDirect) != ws->kv_outer.direct_lists) {

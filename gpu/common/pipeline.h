@@ -108,14 +108,15 @@ struct DeviceAttendOutputs {
   double* lse = nullptr;  // [total_q, Hq]
 };
 
-// The KV-outer lists and partial results (empty for the other main-branch kernels), and attend=routed's side stream
-// for path K.
+// The KV-outer lists and partial results (empty for the other main-branch kernels), attend=routed's side stream for
+// path K, and attend=union-tile-ws's tile counter.
 struct AttendWorkspace {
   AttendGeometry geometry;
   int64_t total_k = 0;  // rows of k and v (the bulk tensor copies' bounds)
   KvOuterPlan kv_outer;
   DeviceBuffer<unsigned char> bytes;
   OwnedSideStream side;
+  DeviceBuffer<int64_t> tile_counter;  // one
 };
 Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes, const KernelPlan& plan,
                                AttendWorkspace* workspace);
