@@ -257,7 +257,8 @@ struct ItemList {
   int64_t count = 0;
 };
 // UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
-// one producer thread loading Q, K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31), the two
+// one producer thread loading Q, K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31, and
+// total_q + 128 < 2^31; cudaErrorInvalidValue otherwise), the two
 // consumer warpgroups' matrix work and softmax overlapped, and the next tile's union built meanwhile: a CTA per
 // multiprocessor takes tile after tile. The tiles it computes are given as a list, not a route (ItemList: the listed
 // tiles, -1 for none, or every tile). tile_counter: one int64 of device memory, zeroed by the call on `stream`, that

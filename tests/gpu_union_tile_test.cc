@@ -41,18 +41,19 @@ std::vector<int32_t> OddQueriesKeepOneBlock(const Problem& problem, std::vector<
 }
 
 // The cases every test here walks: the plan cases, every other case, and a prefill of M3's group of 16 heads with
-// 700 union tiles, more than a GPU's multiprocessors: union-tile-ws's persistent CTAs walk several tiles each.
+// 702 union tiles (2801 queries: the last tile holds one), 5.3 per multiprocessor of an H200: union-tile-ws's
+// persistent CTAs take several tiles each, some at least 5, so that each of their two union tables is reused twice.
 std::vector<TestCase> UnionTestCases() {
   std::vector<TestCase> cases = CasesTagged(kTagGpuPlans);
   for (TestCase& c : AllCases()) cases.push_back(std::move(c));
   cases.push_back(MakeCase({.kind = "union_many_tiles",
-                            .hq = 16,
+                            .hq = 32,
                             .hkv = 2,
                             .dim = 128,
                             .block_size = 128,
                             .top_k = 16,
                             .pooling = Pooling::kMax,
-                            .lengths = {{2500, 9000}, {300, 3000}},
+                            .lengths = {{2500, 9000}, {301, 3000}},
                             .dtype = DType::kBF16,
                             .seed = 510}));
   return cases;

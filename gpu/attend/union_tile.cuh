@@ -110,6 +110,7 @@ template <int kThreadsT, typename SyncT>
 __device__ inline void BuildUnion(UnionTable& u, UnionScratch& scratch, const int32_t* topk, const int64_t* position,
                                   const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                                   int64_t t_first, int r, int qpt, int tid, SyncT sync) {
+  static_assert(kThreadsT >= kRows / 2, "a thread per query slot (at most 64: group >= 2)");
   const int entries = qpt * g.top_k;
   const auto selected_id = [&](int e) {  // entry e's block id in its query's selection, -1 for none
     const int64_t t = t_first + e / g.top_k;

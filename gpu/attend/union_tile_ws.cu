@@ -65,7 +65,7 @@ constexpr int kBuilders = 96;  // the producer warpgroup's warps 1-3
 // Registers per thread after the split: 56 x 128 + 224 x 256 = 168 x 384 (the cap at entry).
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;
 
-// Where the CTA's tiles, the stage of its n-th block and the phases of its barriers are.
+// The shared-memory addresses of the CTA's Q, K and V stages, tables, build scratch and barriers.
 struct Smem {
   uint32_t q, k, v;  // [2 wg][2][64][128 B], [2 stages][2][128][128 B] twice
   UnionTable* tables;
@@ -99,7 +99,8 @@ __device__ inline void BuildTiles(const Smem& sm, const int64_t* tiles, int64_t 
   }
 }
 
-// The producer (one thread): per tile, Q, then every union block's K then V, in order (see the top of this file).
+// The producer (one thread): per tile, K(0) and V(0), then Q, then the other union blocks' K then V, in order (see the
+// top of this file).
 // q_map: [total_q][Hq][dims] in boxes of [64 / group queries][group heads][64 dims]; k_map and v_map: [total_k][Hkv]
 // [dims] in boxes of [128 keys][1 head][64 dims].
 __device__ inline void Produce(const Smem& sm, const CUtensorMap* q_map, const CUtensorMap* k_map,
@@ -312,6 +313,8 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   if (!UnionTileFits(g, caps)) return cudaErrorNotSupported;
   // Copy coordinates are 32-bit.
   if (total_k <= 0 || total_k > INT_MAX || g.total_q + kRows > INT_MAX) return cudaErrorInvalidValue;
+  const int64_t count = tiles.items != nullptr ? tiles.count : UnionTileCount(g);
+  if (count <= 0) return cudaSuccess;
   const int group = g.hq / g.hkv;
   CUtensorMap q_map, k_map, v_map;
   cudaError_t err = EncodeBoxMap(q, g.total_q, g.hq, g.d, kWgRows / group, group, &q_map);
@@ -321,8 +324,6 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   const auto kernel = lowp == kLowpBF16 ? UnionTileWsKernel<kLowpBF16> : UnionTileWsKernel<kLowpF16>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));
   if (err != cudaSuccess) return err;
-  const int64_t count = tiles.items != nullptr ? tiles.count : UnionTileCount(g);
-  if (count <= 0) return cudaSuccess;
   if ((err = cudaMemsetAsync(tile_counter, 0, sizeof(int64_t), stream)) != cudaSuccess) return err;
   const unsigned ctas = unsigned(std::min<int64_t>(count, caps.sm_count));  // one per multiprocessor, persistent
   kernel<<<ctas, kThreads, kSmemBytes, stream>>>(q_map, k_map, v_map, topk, position, key_begin, first_block, g, scale,
