@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Run 1's command (kept with its results): union-tile-ws made persistent (one CTA per multiprocessor; the producer
 # warpgroup's three idle warps build the next tile's union while the consumers compute). On the H200: a smoke run,
-# gpu_union_tile_test (now with a 700-tile case), graph digests at 8K, an interleaved A/B against main at 8db1df2
-# (gpu_bench_base: that commit's kernels). Binaries as scripts/device/kernel_check.sh. Run from the repository root
-# with OUT set.
+# gpu_union_tile_test (now with a many-tile case: 350 tiles in this run, its comment said 700), graph digests at 8K,
+# an interleaved A/B against main at 8db1df2 (gpu_bench_base: that commit's kernels). Binaries as
+# scripts/device/kernel_check.sh. Run from the repository root with OUT set.
 tar xJf .devbuild/carry/bundle.tar.xz
 export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
 B=.devbuild/union/bin
