@@ -258,11 +258,11 @@ struct ItemList {
 };
 // UnionTileAttend's warp-specialized twin (gpu/attend/union_tile_ws.cu): the same contract and the same bits, with
 // one producer thread loading Q, K and V by bulk tensor copies (k and v hold total_k rows, total_k < 2^31, and
-// total_q + 128 < 2^31; cudaErrorInvalidValue otherwise), the two
-// consumer warpgroups' matrix work and softmax overlapped, and the next tile's union built meanwhile: a CTA per
-// multiprocessor takes tile after tile. The tiles it computes are given as a list, not a route (ItemList: the listed
-// tiles, -1 for none, or every tile). tile_counter: one int64 of device memory, zeroed by the call on `stream`, that
-// the CTAs take list entries from (in any order: a row's bits do not depend on which CTA computes it).
+// total_q + 128 < 2^31; cudaErrorInvalidValue otherwise), the two consumer warpgroups' matrix work and softmax
+// overlapped, and the next tile's union built meanwhile: a CTA per multiprocessor takes tile after tile. The tiles it
+// computes are given as a list, not a route (ItemList: the listed tiles, -1 for none, or every tile). tile_counter: one
+// int64 of device memory, zeroed by the call on `stream`, that the CTAs take list entries from (in any order: a row's
+// bits do not depend on which CTA computes it).
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                               const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
