@@ -63,6 +63,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   wgmma::CopyAsyncCommit();
 
+  wgmma::CopyAsyncWait<1>();  // Q has landed (block 0 may not have)
+  __syncthreads();
+  ScaleQ<kLowp>(q_smem, kQBytes, tid, kThreads, scale);  // made visible to wgmma at block 0's fence and barrier
   const RowSlots rows = RowSlotsOf(u, group, qpt, wg, warp, lane);
   const uint64_t q_desc = wgmma::MakeDescriptor(q_smem + uint32_t(wg) * kQWgBytes, 16, kAtomBytes);
   float o[64];
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::WaitGroup<0>();
     wgmma::FenceOperands(s);
     float alpha[2];
-    SoftmaxStep<kLowp>(s, u, b, rows, g.bk, scale, lane % 4, state, alpha);
+    SoftmaxStep(s, u, b, rows, g.bk, lane % 4, state, alpha);
     uint32_t pa[kKeys / 16][4];
     RescaleAndPack<kLowp>(o, alpha, s, pa);
     IssueValues<kLowp>(o, pa, stage + kKvBytes, true);

@@ -9,7 +9,8 @@
 // docs:begin gpu-union-tile-math
 // Per union block, per warpgroup whose queries chose it:
 //   S = Q K^T      8 x wgmma m64n128k16 (Q and K K-major in shared memory, 128-byte swizzle), fp32 accumulators
-//   softmax        s = R(R(dot) * scale) in the storage format (as the KV-outer tiles), -inf past the row's position
+//   softmax        s = dot itself: Q was scaled once per tile, R(q * scale) in the storage format (SPEC section 5's
+//                  order (b); the KV-outer tiles take order (a), R(R(dot) * scale)); -inf past the row's position
 //                  and on blocks the row's query did not choose; m' = max(m, row max), alpha = e^(m - m') (exactly 1
 //                  where m' = m), p = e^(s - m') (ex2.approx) packed to the storage format, l = alpha l + sum p
 //                  (fp32), O = alpha O
@@ -82,6 +83,26 @@ __device__ inline void LoadQ(uint32_t q_smem, const uint16_t* q, const AttendGeo
     const uint32_t dst = q_smem + uint32_t(row / kWgRows) * kQWgBytes + (c / 8) * kQHalfBytes +
                          wgmma::SwizzledOffset(row % kWgRows, c % 8);
     wgmma::CopyAsync16(dst, src, valid);
+  }
+}
+
+// Q <- R(q * scale) in the storage format, in place, over `bytes` of shared memory from `q_smem` (a layout of whole
+// elements: each one is scaled alike wherever the swizzle put it), by `threads` threads: thread `thread` takes the
+// 16-byte chunks thread + threads j. The caller makes the writes visible to wgmma (FenceProxyAsyncShared, a barrier).
+template <int kLowp>
+__device__ inline void ScaleQ(uint32_t q_smem, uint32_t bytes, int thread, int threads, float scale) {
+  for (uint32_t chunk = q_smem + 16u * uint32_t(thread); chunk < q_smem + bytes; chunk += 16u * uint32_t(threads)) {
+    uint32_t pair[4];
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(pair[0]), "=r"(pair[1]), "=r"(pair[2]), "=r"(pair[3])
+                 : "r"(chunk));
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      pair[i] = mma::Pack<kLowp>(mma::LowHalf<kLowp>(pair[i]) * scale, mma::HighHalf<kLowp>(pair[i]) * scale);
+    }
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(chunk), "r"(pair[0]), "r"(pair[1]), "r"(pair[2]),
+                 "r"(pair[3])
+                 : "memory");
   }
 }
 
@@ -221,11 +242,34 @@ __device__ inline float Exp2Approx(float x) {
   return y;
 }
 
-// The softmax of union block `b` on the finished scores s (rounded, masked, exponentiated in place: s holds p after),
+// Scores of keys at or past key_limit[h] -> -inf (where kMasked), and m[h] = max(m[h], row h's scores of this thread).
+// Two running maxima per row halve the dependent chain; max is exact, so the order changes no bit.
+template <bool kMasked>
+__device__ inline void MaskScoresAndMax(float (&s)[64], const int (&key_limit)[2], int tig, float (&m)[2]) {
+  float even[2] = {m[0], m[1]}, odd[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int key = j * 8 + tig * 2;  // s[4j + 2h] and s[4j + 2h + 1]: keys key and key + 1 of row h
+      float& lo = s[4 * j + 2 * h];
+      float& hi = s[4 * j + 2 * h + 1];
+      if (kMasked) {
+        lo = key < key_limit[h] ? lo : -INFINITY;
+        hi = key + 1 < key_limit[h] ? hi : -INFINITY;
+      }
+      float& running = j % 2 == 0 ? even[h] : odd[h];
+      running = fmaxf(fmaxf(running, lo), hi);
+    }
+  }
+  m[0] = fmaxf(even[0], odd[0]);
+  m[1] = fmaxf(even[1], odd[1]);
+}
+
+// The softmax of union block `b` on the finished scores s (masked, exponentiated in place: s holds p after),
 // updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
-template <int kLowp>
-__device__ inline void SoftmaxStep(float (&s)[64], const UnionTable& u, int b, const RowSlots& rows, int bk,
-                                   float scale, int tig, RowState& state, float (&alpha)[2]) {
+__device__ inline void SoftmaxStep(float (&s)[64], const UnionTable& u, int b, const RowSlots& rows, int bk, int tig,
+                                   RowState& state, float (&alpha)[2]) {
   const uint64_t chosen = u.chosen[b];
   const int32_t block = u.block[b];
   int key_limit[2];
@@ -238,9 +282,9 @@ __device__ inline void SoftmaxStep(float (&s)[64], const UnionTable& u, int b, c
   }
   float m_new[2] = {state.m[0], state.m[1]};
   if (key_limit[0] == kKeys && key_limit[1] == kKeys) {
-    wgmma::RoundScoresAndMax<kLowp, false>(s, key_limit, scale, tig, m_new);
+    MaskScoresAndMax<false>(s, key_limit, tig, m_new);
   } else {
-    wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_new);
+    MaskScoresAndMax<true>(s, key_limit, tig, m_new);
   }
   float m_log2[2];  // a row with no key yet keeps p = 0 (its O and l are 0)
 #pragma unroll

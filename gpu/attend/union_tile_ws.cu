@@ -17,7 +17,8 @@
 //                tile's (two bulk tensor copies of [64 rows][64 dims] each). Keys of the block past those its queries
 //                see are loaded too (zero past the tensor's end): they are masked out of S and meet p = 0 in P V, so
 //                the sums are those of UnionTileKernel's zero-filled tiles
-//   consumer w   per tile, turn b (b = 0 .. size): wait K(b) and V(b - 1); [named barrier: my turn] issue S(b) =
+//   consumer w   per tile: wait for its Q and scale it in place (ScaleQ, then a named barrier of the warpgroup);
+//                turn b (b = 0 .. size): wait K(b) and V(b - 1); [named barrier: my turn] issue S(b) =
 //                Q K(b)^T if its queries chose block b, and O += P(b - 1) V(b - 1) if they chose b - 1 (two commit
 //                groups every turn, empty where nothing is issued); [the other warpgroup's turn]; wait for both,
 //                release K(b) and V(b - 1); softmax(b) (while the other warpgroup's matrix work runs), O *= alpha(b),
@@ -59,8 +60,8 @@ constexpr size_t kSmemBytes = 1024 /* alignment slack */ + kQBytes + 2 * kStages
 static_assert(kSmemBytes == kUnionTileWsSmemBytes, "UnionTileFits (gpu/common/kernel_fits.h)");
 
 #if defined(MSA_WGMMA_ENABLED)
-// Named barriers: 1 = a step of the builders; 2 + w = warpgroup w's turn.
-constexpr int kBuildStep = 1, kTurn0 = 2;
+// Named barriers: 1 = a step of the builders; 2 + w = warpgroup w's turn; 4 + w = warpgroup w has scaled its Q.
+constexpr int kBuildStep = 1, kTurn0 = 2, kQScaled0 = 4;
 constexpr int kBuilders = 96;  // the producer warpgroup's warps 1-3
 // Registers per thread after the split: 56 x 128 + 224 x 256 = 168 x 384 (the cap at entry).
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;
@@ -176,6 +177,9 @@ __device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float sc
     const int64_t t_first = (tile / g.hkv) * qpt;
     const RowSlots rows = RowSlotsOf(u, group, qpt, wg, wg_warp, lane);
     mbarrier::Wait(At(bar.q_full[wg]), Phase(i));
+    ScaleQ<kLowp>(sm.q + uint32_t(wg) * kQWgBytes, kQWgBytes, tid % 128, 128, scale);
+    wgmma::FenceProxyAsyncShared();
+    mbarrier::NamedSync(kQScaled0 + wg, 128);
     float o[64];
 #pragma unroll
     for (int x = 0; x < 64; ++x) o[x] = 0.0f;
@@ -206,7 +210,7 @@ __device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float sc
       }
       if (mine) {
         float alpha[2];
-        SoftmaxStep<kLowp>(s, u, b, rows, g.bk, scale, lane % 4, state, alpha);
+        SoftmaxStep(s, u, b, rows, g.bk, lane % 4, state, alpha);
         RescaleAndPack<kLowp>(o, alpha, s, pa);
       }
       pv_pending = mine;
