@@ -89,10 +89,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     float s[64];
     IssueScores<kLowp>(s, q_desc, stage, true);
+    const KeyLimits keys = KeyLimitsOf(u, b, rows, g.bk);
     wgmma::WaitGroup<0>();
     wgmma::FenceOperands(s);
     float alpha[2];
-    SoftmaxStep(s, u, b, rows, g.bk, lane % 4, state, alpha);
+    SoftmaxStep(s, keys, lane % 4, state, alpha);
     uint32_t pa[kKeys / 16][4];
     RescaleAndPack<kLowp>(o, alpha, s, pa);
     IssueValues<kLowp>(o, pa, stage + kKvBytes, true);

@@ -266,20 +266,30 @@ __device__ inline void MaskScoresAndMax(float (&s)[64], const int (&key_limit)[2
   m[1] = fmaxf(even[1], odd[1]);
 }
 
-// The softmax of union block `b` on the finished scores s (masked, exponentiated in place: s holds p after),
-// updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
-__device__ inline void SoftmaxStep(float (&s)[64], const UnionTable& u, int b, const RowSlots& rows, int bk, int tig,
-                                   RowState& state, float (&alpha)[2]) {
+// Keys of union block `b` that row h of this thread sees: 0 where its query did not choose the block, else up to
+// and including its position (at most bk). Needs only the table, so the consumers compute it while their matrix
+// work runs.
+struct KeyLimits {
+  int limit[2];
+};
+__device__ inline KeyLimits KeyLimitsOf(const UnionTable& u, int b, const RowSlots& rows, int bk) {
   const uint64_t chosen = u.chosen[b];
   const int32_t block = u.block[b];
-  int key_limit[2];
+  KeyLimits keys;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int slot = rows.slot[h];
     const bool chose = slot >= 0 && ((chosen >> slot) & 1u) != 0;
     const int64_t seen = chose ? rows.pos[h] - int64_t(block - u.first_block[slot]) * bk + 1 : 0;
-    key_limit[h] = int(seen < 0 ? 0 : (seen > bk ? bk : seen));
+    keys.limit[h] = int(seen < 0 ? 0 : (seen > bk ? bk : seen));
   }
+  return keys;
+}
+
+// The softmax of a union block on the finished scores s (masked to `keys`, exponentiated in place: s holds p after),
+// updating m and l; returns alpha per row (by which O must be scaled before P V of this block is added).
+__device__ inline void SoftmaxStep(float (&s)[64], const KeyLimits& keys, int tig, RowState& state, float (&alpha)[2]) {
+  const int(&key_limit)[2] = keys.limit;
   float m_new[2] = {state.m[0], state.m[1]};
   if (key_limit[0] == kKeys && key_limit[1] == kKeys) {
     MaskScoresAndMax<false>(s, key_limit, tig, m_new);

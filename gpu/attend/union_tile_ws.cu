@@ -200,6 +200,7 @@ __device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float sc
       IssueScores<kLowp>(s, q_desc, sm.k + stage, mine);                           // empty where !mine
       IssueValues<kLowp>(o, pa, sm.v + prev_stage, pv_pending);                    // empty where !pv_pending
       if (!(wg == 1 && tail)) mbarrier::NamedArrive(kTurn0 + 1 - wg, kConsumers);  // the other's turn
+      const KeyLimits keys = mine ? KeyLimitsOf(u, b, rows, g.bk) : KeyLimits{};   // while the matrix work runs
       wgmma::WaitGroup<0>();
       wgmma::FenceOperands(s);
       wgmma::FenceOperands(o);
@@ -210,7 +211,7 @@ __device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float sc
       }
       if (mine) {
         float alpha[2];
-        SoftmaxStep(s, u, b, rows, g.bk, lane % 4, state, alpha);
+        SoftmaxStep(s, keys, lane % 4, state, alpha);
         RescaleAndPack<kLowp>(o, alpha, s, pa);
       }
       pv_pending = mine;
