@@ -243,9 +243,10 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
 // Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
 // consecutive queries x one group, UnionTileCount(g) tiles, tile = run * Hkv + group) walks the ascending union of
 // its rows' selected blocks once, each row masked to its own blocks, online softmax in fp32 with P in the storage
-// format; out and lse written directly. Scores rounded as KvOuterAttend rounds them. A row's bits depend on its own
-// selection only. route (nullable, [UnionTileCount(g)]): tiles with route[tile] == 0 are left to path K (their
-// rows untouched). Needs UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued).
+// format; out and lse written directly. Scores are dot(R(q * scale), k) (SPEC section 5's order (b); KvOuterAttend
+// takes order (a), R(R(dot) * scale)). A row's bits depend on its own selection only. route (nullable,
+// [UnionTileCount(g)]): tiles with route[tile] == 0 are left to path K (their rows untouched). Needs UnionTileFits(g);
+// returns cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                             const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                             const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
