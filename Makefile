@@ -46,9 +46,10 @@ run: build
 	$(BUILD)/tools/msa/msa run
 
 # Every CPU test. The reproducibility hashes are also checked from a clang++ build (SPEC section 4), and
-# the unit tests once under ASan + UBSan (sanitize); the full suite's summary comes last.
+# the unit tests once under ASan + UBSan (sanitize); the full suite's summary comes last, then, if any failed, their
+# output again (a log cut to its tail still shows why).
 test: build reproducibility-clang sanitize
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && { ctest --output-on-failure -j $(JOBS) || { $(CURDIR)/scripts/print-failed-tests .; exit 1; }; }
 
 reproducibility-clang: deps
 	@test -f $(BUILD)-clang/build.ninja || \

@@ -54,6 +54,16 @@ def _exact_backend(use_gpu):
     return "reference"
 
 
+def _created(path):
+    """Creates the file at path and says whether this call did: of tasks racing for it, exactly one wins (O_EXCL;
+    a test of os.path.exists before creating lets two tasks that finish together both win)."""
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return False
+    return True
+
+
 def _golden_shard(suite, directory, index, count, use_gpu, progress, kill_once_marker):
     """One shard of a golden suite, resuming from its record (a retried task keeps what the dead one finished). Every
     report has reached the Progress actor before the shard returns, so the driver's last count includes them all."""
@@ -64,8 +74,7 @@ def _golden_shard(suite, directory, index, count, use_gpu, progress, kill_once_m
         reports.append(progress.case_done.remote(name, reused))
         if reused:
             kept.append(name)
-        if kill_once_marker and not reused and not os.path.exists(kill_once_marker):  # the tests' fault
-            open(kill_once_marker, "w").close()
+        if kill_once_marker and not reused and _created(kill_once_marker):  # the tests' fault
             os.kill(os.getpid(), signal.SIGKILL)
 
     backend = _exact_backend(use_gpu)
@@ -125,8 +134,9 @@ class _ProgressLine:
 
 def run_golden(suite, directory, shards, task_options, use_gpu, kill_once_marker=None, stream=sys.stderr):
     """Generates `suite` into `directory` as `shards` Ray tasks, then merges them (MANIFEST.json). Returns the merge
-    summary and, per shard, {shard, backend, kept: the cases kept from an earlier run}. kill_once_marker: a path; the first task to finish a case while it does not exist creates it and kills
-    its own worker (what the tests use to check that a retried task loses no case)."""
+    summary and, per shard, {shard, backend, kept: the cases kept from an earlier run}. kill_once_marker: a path that
+    does not exist yet; the first task to finish a case creates it (exactly one task does) and kills its own worker,
+    what the tests use to check that a retried task loses no case."""
     directory = os.path.abspath(os.fspath(directory))
     os.makedirs(directory, exist_ok=True)
     total = len(golden.case_names(suite))
