@@ -40,12 +40,7 @@ __global__ void RouteUnionTilesKernel(const int32_t* __restrict__ topk, const in
   }
   __syncwarp();
   int distinct = 0;
-  for (int e = lane; e < entries; e += 32) {  // no data-dependent exit: the loads pipeline
-    const int32_t id = tile_ids[e];
-    int seen_before = 0;
-    for (int f = 0; f < e; ++f) seen_before |= tile_ids[f] == id;
-    distinct += id != INT_MAX && !seen_before;
-  }
+  for (int e = lane; e < entries; e += 32) distinct += FirstOccurrence(tile_ids, e, INT_MAX);
   selected = int(__reduce_add_sync(0xffffffffu, unsigned(selected)));
   distinct = int(__reduce_add_sync(0xffffffffu, unsigned(distinct)));
   if (lane == 0) route[tile] = distinct <= MaxUnionForPathU(routing, queries, selected) ? 1 : 0;

@@ -154,12 +154,9 @@ __device__ inline void BuildUnion(UnionTable& u, UnionScratch& scratch, const in
     u.keys[e] = 0;
   }
   sync();
-  for (int e = tid; e < entries; e += kThreadsT) {  // loops without a data-dependent exit: the loads pipeline
-    const int32_t id = scratch.ids[e];
-    int seen_before = 0;
-    for (int f = 0; f < e; ++f) seen_before |= scratch.ids[f] == id;
-    const bool first = id != INT_MAX && !seen_before;
-    scratch.distinct[e] = first ? id : INT_MAX;
+  for (int e = tid; e < entries; e += kThreadsT) {
+    const bool first = FirstOccurrence(scratch.ids, e, INT_MAX);
+    scratch.distinct[e] = first ? scratch.ids[e] : INT_MAX;
     if (first) atomicAdd(&u.size, 1);
   }
   sync();
@@ -247,21 +244,14 @@ __device__ inline float Exp2Approx(float x) {
 template <bool kMasked>
 __device__ inline void MaskScoresAndMax(float (&s)[64], const int (&key_limit)[2], int tig, float (&m)[2]) {
   float even[2] = {m[0], m[1]}, odd[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int key = j * 8 + tig * 2;  // s[4j + 2h] and s[4j + 2h + 1]: keys key and key + 1 of row h
-      float& lo = s[4 * j + 2 * h];
-      float& hi = s[4 * j + 2 * h + 1];
-      if (kMasked) {
-        lo = key < key_limit[h] ? lo : -INFINITY;
-        hi = key + 1 < key_limit[h] ? hi : -INFINITY;
-      }
-      float& running = j % 2 == 0 ? even[h] : odd[h];
-      running = fmaxf(fmaxf(running, lo), hi);
+  wgmma::ForEachScorePair(s, tig, [&](int j, int h, int key, float& lo, float& hi) {
+    if (kMasked) {
+      lo = key < key_limit[h] ? lo : -INFINITY;
+      hi = key + 1 < key_limit[h] ? hi : -INFINITY;
     }
-  }
+    float& running = j % 2 == 0 ? even[h] : odd[h];
+    running = fmaxf(fmaxf(running, lo), hi);
+  });
   m[0] = fmaxf(even[0], odd[0]);
   m[1] = fmaxf(even[1], odd[1]);
 }

@@ -42,6 +42,16 @@ MSA_UNION_ROUTE_FN int64_t MaxUnionForPathU(const UnionTileRouting& routing, int
   return int64_t(floor(k_seconds * routing.gemm_flops_per_s / (double(tile_queries) * routing.u_flops_per_block)));
 }
 
+// Whether entry e of ids (a tile's (query, slot) pairs as global block ids, `none` for an empty slot) holds a block
+// that no earlier entry holds: how both the device planner and path U's union builder count distinct blocks. The
+// scan has no data-dependent exit, so its loads pipeline.
+MSA_UNION_ROUTE_FN bool FirstOccurrence(const int32_t* ids, int e, int32_t none) {
+  const int32_t id = ids[e];
+  int seen_before = 0;
+  for (int f = 0; f < e; ++f) seen_before |= ids[f] == id;
+  return id != none && !seen_before;
+}
+
 }  // namespace msa::gpu
 
 #endif  // MSA_GPU_COMMON_UNION_ROUTE_H_

@@ -169,26 +169,30 @@ __device__ inline void MmaQKt128(float (&s)[64], uint64_t q_desc, uint64_t k_des
   }
 }
 
-// The fp32 accumulators of a 64 x 128 score tile (this thread's two rows, lane % 4 = tig) rounded as a plain
-// same-precision evaluation materializes them, R(R(dot) * scale) (mma::ScorePair16: Score16's roundings, two keys of a
-// row at a time), -inf from key_limit[h] on (kMasked; without it every key is visible to both rows), and folded
-// into the row maxima m in ascending key order.
-template <int kLowp, bool kMasked>
-__device__ inline void RoundScoresAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig,
-                                         float (&m)[2]) {
+// Calls f(j, h, key, lo, hi) for this thread's (lane % 4 = tig) two rows h of a 64 x 128 fp32 accumulator tile, a
+// pair of adjacent keys at a time, keys ascending within a row: lo = s[4j + 2h] and hi = s[4j + 2h + 1] are keys
+// key = 8j + 2 tig and key + 1 of row h.
+template <typename F>
+__device__ inline void ForEachScorePair(float (&s)[64], int tig, F&& f) {
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int key = j * 8 + tig * 2;  // s[4j + 2h] and s[4j + 2h + 1]: keys key and key + 1 of row h
-      float& lo = s[4 * j + 2 * h];
-      float& hi = s[4 * j + 2 * h + 1];
-      const uint32_t scores = mma::ScorePair16<kLowp>(lo, hi, scale);
-      lo = !kMasked || key < key_limit[h] ? mma::LowHalf<kLowp>(scores) : -INFINITY;
-      hi = !kMasked || key + 1 < key_limit[h] ? mma::HighHalf<kLowp>(scores) : -INFINITY;
-      m[h] = fmaxf(fmaxf(m[h], lo), hi);
-    }
+    for (int h = 0; h < 2; ++h) f(j, h, j * 8 + tig * 2, s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
   }
+}
+
+// The fp32 accumulators of a 64 x 128 score tile rounded as a plain same-precision evaluation materializes them,
+// R(R(dot) * scale) (mma::ScorePair16: Score16's roundings, two keys of a row at a time), -inf from key_limit[h] on
+// (kMasked; without it every key is visible to both rows), and folded into the row maxima m in ascending key order.
+template <int kLowp, bool kMasked>
+__device__ inline void RoundScoresAndMax(float (&s)[64], const int (&key_limit)[2], float scale, int tig,
+                                         float (&m)[2]) {
+  ForEachScorePair(s, tig, [&](int, int h, int key, float& lo, float& hi) {
+    const uint32_t scores = mma::ScorePair16<kLowp>(lo, hi, scale);
+    lo = !kMasked || key < key_limit[h] ? mma::LowHalf<kLowp>(scores) : -INFINITY;
+    hi = !kMasked || key + 1 < key_limit[h] ? mma::HighHalf<kLowp>(scores) : -INFINITY;
+    m[h] = fmaxf(fmaxf(m[h], lo), hi);
+  });
 }
 
 template <int kLowp, int kTransB>
