@@ -207,6 +207,7 @@ struct Result {
   double main_cold_ms = 0, step_cold_ms = 0;      // single replays after an L2 flush (GraphTimes)
   uint64_t bad_rows = 0, nonfinite = 0;
   bool graph_bits_differ = false;  // the replayed graph's out and lse digest differently from the stream run's
+  uint64_t outputs_digest = 0;     // out and lse of the last timed run (AddBitsDigest): equal bits, equal digests
 };
 
 // `given`: the main branch runs on that generator's selection (uploaded once, the index branch not run); null: on
@@ -253,8 +254,9 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");  // [Hidx, total_q, top_k]
   DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
   DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
-  // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph
-  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(6, "flags");
+  // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph, the output
+  // digest of the last timed run
+  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(7, "flags");
   std::vector<int64_t> position(total_q), key_begin(total_q);
   std::vector<int32_t> first_block(total_q);
   for (int64_t t = 0; t < total_q; ++t) {
@@ -329,6 +331,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     BENCH_CHECK(AddBitsDigest(out.get(), total_q * kHq * kDim, digest));
     BENCH_CHECK(AddBitsDigest(lse.get(), total_q * kHq, digest));
   };
+  digest_outputs(flags.get() + 6);
   if (main_on_stream) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
     digest_outputs(flags.get() + 4);
     const GraphTimes times = GraphReplayMs(
@@ -360,7 +363,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
   BENCH_CHECK(CountNonFinite(out.get(), total_q * kHq * kDim, flags.get() + 3));
   BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
-  unsigned long long host_flags[6];
+  unsigned long long host_flags[7];
   BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
   result.bad_rows = host_flags[2] + (given == nullptr && host_flags[0] != ~0ull);  // a non-finite index score: one
   if (given == nullptr) {
@@ -370,6 +373,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.union8 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 8);
   result.nonfinite = host_flags[3];
   result.graph_bits_differ = main_on_stream && host_flags[4] != host_flags[5];
+  result.outputs_digest = host_flags[6];
   BENCH_CHECK(cudaStreamDestroy(stream));
   return result;
 }
@@ -479,11 +483,12 @@ int main(int argc, char** argv) {
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
       "\"main_stream_ms\": %.4f, \"step_stream_ms\": %.4f, \"main_cold_ms\": %.4f, \"step_cold_ms\": %.4f, "
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
-      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"graph_bits_differ\": %d}\n",
+      "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"graph_bits_differ\": %d, "
+      "\"outputs_digest\": \"%016llx\"}\n",
       mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
       (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
       r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.main_cold_ms, r.step_cold_ms,
       r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite, int(r.graph_bits_differ));
+      (unsigned long long)r.nonfinite, int(r.graph_bits_differ), (unsigned long long)r.outputs_digest);
   return r.bad_rows == 0 && r.nonfinite == 0 && !r.graph_bits_differ ? 0 : 1;
 }

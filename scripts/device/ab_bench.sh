@@ -7,7 +7,9 @@
 # random); then the decode step for each shape of DECODE_SHAPES (','-separated BATCHxQ_LENxKV, default none) under
 # DECODE_PLAN (default: auto). ROUNDS (default 2), REPS (default 5).
 # Prints one line per run (main_ms, or the decode step back to back: step_stream_ms) and, per case, the ratio of
-# the medians over rounds, A / B. Binaries as scripts/device/kernel_check.sh (BIN, LIBS).
+# the medians over rounds, A / B, and whether A's outputs have B's bits (gpu_bench's outputs_digest of out and lse,
+# every round: "same bits", else "BITS DIFFER"; a change of values is then the change's to explain). Binaries as
+# scripts/device/kernel_check.sh (BIN, LIBS).
 # Usage: scripts/device/ab_bench.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,12 +27,13 @@ run() {  # CASE BUILD ARGS...: one gpu_bench run, its time and checks appended t
   [ "$1" = decode ] && key=step_stream_ms
   local out
   out=$(timeout 60 "$BIN/$build" "$@" 2>&1)
-  local ms bad
+  local ms bad digest
   ms=$(echo "$out" | field "$key")
+  digest=$(echo "$out" | grep -o '"outputs_digest": "[0-9a-f]*"' | head -n 1 | awk -F'"' '{print $4}')
   local checks='"nonfinite_outputs": [0-9]*\|"bad_selection_rows": [0-9]*\|"graph_bits_differ": [0-9]*'
   bad=$(echo "$out" | grep -o "$checks" | awk '{s += $2} END {print s + 0}')
   echo "$name $build: ${key} ${ms:-none}, nonfinite + bad rows + graph bits differ ${bad}"
-  echo "$name $build ${ms:-nan}" >>"$results"
+  echo "$name $build ${ms:-nan} ${digest:-none}" >>"$results"
 }
 for round in $(seq "$ROUNDS"); do
   echo "== round $round"
@@ -51,12 +54,17 @@ done
 echo "== A / B, medians over $ROUNDS rounds"
 python3 - "$results" <<'PY'
 import collections, statistics, sys
-times = collections.defaultdict(list)
+times, digests = collections.defaultdict(list), collections.defaultdict(set)
 for line in open(sys.argv[1]):
-    case, build, ms = line.split()
+    case, build, ms, digest = line.split()
     times[(case, build)].append(float(ms))
+    digests[case].add(digest)
 for case in dict.fromkeys(c for c, _ in times):
     a, b = statistics.median(times[(case, "gpu_bench")]), statistics.median(times[(case, "gpu_bench_base")])
-    print(f"  {case}: A {a:.4f}, B {b:.4f}, A / B {a / b:.3f}")
+    if "none" in digests[case]:
+        bits = "bits not compared (a build without outputs_digest)"
+    else:
+        bits = "same bits" if len(digests[case]) == 1 else "BITS DIFFER"
+    print(f"  {case}: A {a:.4f}, B {b:.4f}, A / B {a / b:.3f}, {bits}")
 PY
 rm -f "$results"
