@@ -8,6 +8,7 @@
 #include "gpu/common/device_query.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
+#include "gpu/topk/sorted_selection.cuh"
 
 namespace msa::gpu {
 namespace {
@@ -70,23 +71,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int64_t pos = position[t], kb = key_begin[t];
 
   if (tid == 0) {  // the selection's valid ids sorted ascending, and prefix sums of their visible key counts
-    const int32_t* sel = topk + (int64_t(r) * g.total_q + t) * g.top_k;
-    int nb = 0;
-    for (int slot = 0; slot < g.top_k && sel[slot] != -1; ++slot) {
-      const int32_t id = sel[slot];
-      int at = nb++;
-      while (at > 0 && blocks[at - 1] > id) {
-        blocks[at] = blocks[at - 1];
-        --at;
-      }
-      blocks[at] = id;
-    }
-    prefix[0] = 0;
-    for (int i = 0; i < nb; ++i) {
-      const int64_t first = int64_t(blocks[i]) * g.bk;
-      prefix[i + 1] = prefix[i] + int32_t(pos + 1 - first < g.bk ? pos + 1 - first : g.bk);
-    }
-    *shared_nb = nb;
+    *shared_nb = SortedSelection(topk + (int64_t(r) * g.total_q + t) * g.top_k, g.top_k, g.bk, pos, blocks, prefix);
   }
   for (int e = tid; e < 16 * (kDimPad / 8); e += blockDim.x) {  // Q rows of the head tile, zero padded
     const int hh = e / (kDimPad / 8), piece = e % (kDimPad / 8);
@@ -99,19 +84,7 @@ __global__ void __launch_bounds__(kWarps * 32)
   const int n = prefix[nb];
   const int tiles = (n + kKeyTile - 1) / kKeyTile;
   for (int j = tid; j < tiles * kKeyTile; j += blockDim.x) {
-    int found = -1;
-    if (j < n) {
-      int lo = 0, hi = nb - 1;
-      while (lo < hi) {
-        const int mid = (lo + hi + 1) / 2;
-        if (prefix[mid] <= j)
-          lo = mid;
-        else
-          hi = mid - 1;
-      }
-      found = blocks[lo] * g.bk + (j - prefix[lo]);
-    }
-    keypos[j] = found;
+    keypos[j] = j < n ? int(GatheredKey(j, blocks, prefix, nb, g.bk)) : -1;
   }
   CopyAsyncWait<0>();
   __syncthreads();

@@ -1,6 +1,7 @@
-// The online softmax statistics of an mma.sync m16n8 accumulator pair: rows gid (a) and gid + 8 (b) of a 16 x 16
-// score tile s[2][4] (the layout Mma16816 leaves: s[nt][0..1] row a, s[nt][2..3] row b, columns nt * 8 + tig * 2 +
-// 0..1; -inf where masked). Shared by the kernels that take m and l over key tiles before a second pass.
+// Online softmax statistics: a scalar logsumexp state (LseAdd, LseMerge), and those of an mma.sync m16n8
+// accumulator pair: rows gid (a) and gid + 8 (b) of a 16 x 16 score tile s[2][4] (the layout Mma16816 leaves:
+// s[nt][0..1] row a, s[nt][2..3] row b, columns nt * 8 + tig * 2 + 0..1; -inf where masked). Shared by the kernels
+// that take m and l over key tiles before a second pass.
 #ifndef MSA_GPU_COMMON_ONLINE_MAX_SUM_CUH_
 #define MSA_GPU_COMMON_ONLINE_MAX_SUM_CUH_
 
@@ -9,6 +10,27 @@
 #include "gpu/common/mma.cuh"
 
 namespace msa::gpu::mma {
+
+// An online logsumexp (m, l), whose value is m + log(l): one score s added, or another state (m2, l2) merged.
+__device__ inline void LseAdd(float& m, float& l, float s) {
+  if (s > m) {
+    l = l * expf(m - s) + 1.0f;
+    m = s;
+  } else {
+    l += expf(s - m);
+  }
+}
+
+__device__ inline void LseMerge(float& m, float& l, float m2, float l2) {
+  if (m2 > m) {
+    const float tm = m, tl = l;
+    m = m2;
+    l = l2;
+    m2 = tm;
+    l2 = tl;
+  }
+  if (m2 != -INFINITY) l += l2 * expf(m2 - m);
+}
 
 // Folds one tile into (m, l): m is the running row maximum (the 4 threads of a row agree on it), l the running
 // sum of exp(s - m), rescaled when m grows, each thread holding its columns' part.

@@ -163,26 +163,6 @@ __global__ void PoolKernel(int pooling, const double* scratch, int64_t ld, const
   }
 }
 
-// The selected block (an index into blocks[nb]) of gathered key j (0 <= j < prefix[nb]): the last i with
-// prefix[i] <= j.
-__device__ int GatheredBlock(int64_t j, const int64_t* prefix, int nb) {
-  int lo = 0, hi = nb - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= j)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo;
-}
-
-// Key position of gathered key j (0 <= j < prefix[nb]).
-__device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* prefix, int nb, int64_t bk) {
-  const int i = GatheredBlock(j, prefix, nb);
-  return int64_t(blocks[i]) * bk + (j - prefix[i]);
-}
-
 // docs:begin gpu-exact-index-lse One block per chunk row: the selected blocks' token scores x in canonical order
 // (threads split the dots), gathered in ascending block id, keys ascending. The terms whose logsumexp is index_lse:
 // native, the token scores themselves; score_format fp16, one l_b = fp16(M[b]) + log(sum exp(x - M[b])) per selected

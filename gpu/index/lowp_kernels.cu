@@ -17,6 +17,8 @@ namespace {
 
 using mma::FromFloat;
 using mma::kFullMask;
+using mma::LseAdd;
+using mma::LseMerge;
 using mma::OnlineMaxSumTile;
 using mma::OnlineSumRows;
 using mma::Pack;
@@ -42,25 +44,21 @@ __device__ inline void Mma16816(float c[4], const uint32_t a[4], const uint32_t 
 
 __device__ inline uint32_t Load32(const uint16_t* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-// Online logsumexp state: value m + log(l).
-__device__ inline void LseAdd(float& m, float& l, float s) {
-  if (s > m) {
-    l = l * expf(m - s) + 1.0f;
-    m = s;
-  } else {
-    l += expf(s - m);
+// s += Q K^T of a 16 x 16 tile, dims [0, dpad) in 16-dim steps: query rows gid (qa) and gid + 8 (qb), keys nt * 8 +
+// gid of ks (rows `stride` apart); s[nt] are the m16n8 accumulators (s[nt][0..1] row gid, s[nt][2..3] row gid + 8).
+template <int kLowp>
+__device__ inline void AddScoreTile16(const uint16_t* qa, const uint16_t* qb, const uint16_t* ks, int stride, int dpad,
+                                      int gid, int tig, float (&s)[2][4]) {
+  for (int k0 = 0; k0 < dpad; k0 += 16) {
+    const uint32_t a[4] = {Load32(qa + k0 + tig * 2), Load32(qb + k0 + tig * 2), Load32(qa + k0 + tig * 2 + 8),
+                           Load32(qb + k0 + tig * 2 + 8)};
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const uint16_t* kr = ks + (nt * 8 + gid) * stride + k0 + tig * 2;
+      const uint32_t b[2] = {Load32(kr), Load32(kr + 8)};
+      Mma16816<kLowp>(s[nt], a, b);
+    }
   }
-}
-
-__device__ inline void LseMerge(float& m, float& l, float m2, float l2) {
-  if (m2 > m) {
-    const float tm = m, tl = l;
-    m = m2;
-    l = l2;
-    m2 = tm;
-    l2 = tl;
-  }
-  if (m2 != -INFINITY) l += l2 * expf(m2 - m);
 }
 
 __device__ void RecordBad(unsigned long long* bad_row, const ChunkGeometry& g, int64_t row) {
@@ -117,16 +115,7 @@ __global__ void __launch_bounds__(128)
       }
       __syncthreads();
       float c[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-      for (int k0 = 0; k0 < dpad; k0 += 16) {
-        const uint32_t a[4] = {Load32(qa + k0 + tig * 2), Load32(qb + k0 + tig * 2), Load32(qa + k0 + tig * 2 + 8),
-                               Load32(qb + k0 + tig * 2 + 8)};
-#pragma unroll
-        for (int nt = 0; nt < 2; ++nt) {
-          const uint16_t* kr = ks + (nt * 8 + gid) * stride + k0 + tig * 2;
-          const uint32_t b[2] = {Load32(kr), Load32(kr + 8)};
-          Mma16816<kLowp>(c[nt], a, b);
-        }
-      }
+      AddScoreTile16<kLowp>(qa, qb, ks, stride, dpad, gid, tig, c);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll
@@ -250,18 +239,6 @@ __global__ void IndexLseKernel(const uint16_t* index_q, const uint16_t* index_k,
   if (lane == 0) index_lse[r * g.total_q + t] = double(m + logf(l));
 }
 
-__device__ int64_t GatheredKey(int64_t j, const int32_t* blocks, const int64_t* prefix, int nb, int64_t bk) {
-  int lo = 0, hi = nb - 1;
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    if (prefix[mid] <= j)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return int64_t(blocks[lo]) * bk + (j - prefix[lo]);
-}
-
 constexpr int kVtStride = 24;  // 16 keys + 8 padding (conflict-free B fragments)
 
 size_t AttendSmemBytes(int top_k, int dpad, int dvpad) {
@@ -335,19 +312,10 @@ __global__ void __launch_bounds__(32)
   };
   // S = Q K^T for the tile (rows gid, gid + 8; keys 2 * tig + {0, 1} of each n8 tile), rounded as the
   // yardstick rounds a score; keys past cnt are -inf.
-  const auto scores = [&](int cnt, float s[2][4]) {
+  const auto scores = [&](int cnt, float(&s)[2][4]) {
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    for (int k0 = 0; k0 < dpad; k0 += 16) {
-      const uint32_t a[4] = {Load32(qa + k0 + tig * 2), Load32(qb + k0 + tig * 2), Load32(qa + k0 + tig * 2 + 8),
-                             Load32(qb + k0 + tig * 2 + 8)};
-#pragma unroll
-      for (int nt = 0; nt < 2; ++nt) {
-        const uint16_t* kr = ks + (nt * 8 + gid) * stride + k0 + tig * 2;
-        const uint32_t b[2] = {Load32(kr), Load32(kr + 8)};
-        Mma16816<kLowp>(s[nt], a, b);
-      }
-    }
+    AddScoreTile16<kLowp>(qa, qb, ks, stride, dpad, gid, tig, s);
 #pragma unroll
     for (int nt = 0; nt < 2; ++nt) {
 #pragma unroll

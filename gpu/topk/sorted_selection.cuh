@@ -1,4 +1,4 @@
-// The gathered keys of one selection row, shared by the main-branch kernels (exact, lowp, attend).
+// The gathered keys of one selection row, shared by the main-branch, lowp index and training kernels.
 #ifndef MSA_GPU_SORTED_SELECTION_CUH_
 #define MSA_GPU_SORTED_SELECTION_CUH_
 
@@ -27,6 +27,30 @@ __device__ inline int SortedSelection(const int32_t* sel, int top_k, int64_t bk,
     prefix[i + 1] = prefix[i] + Count(pos + 1 - first < bk ? pos + 1 - first : bk);
   }
   return nb;
+}
+
+// The sorted block (an index into blocks[nb]) holding gathered key j, 0 <= j < prefix[nb]: the last i with
+// prefix[i] <= j. The gathered keys are the row's visible keys in ascending key position, SortedSelection's blocks
+// one after the other.
+template <typename Count>
+__device__ inline int GatheredBlock(Count j, const Count* prefix, int nb) {
+  int lo = 0, hi = nb - 1;
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (prefix[mid] <= j) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  return lo;
+}
+
+// The key position (in its sequence) of gathered key j, 0 <= j < prefix[nb].
+template <typename Count>
+__device__ inline int64_t GatheredKey(Count j, const int32_t* blocks, const Count* prefix, int nb, int64_t bk) {
+  const int i = GatheredBlock(j, prefix, nb);
+  return int64_t(blocks[i]) * bk + (j - prefix[i]);
 }
 
 }  // namespace msa::gpu

@@ -8,7 +8,6 @@
 
 #include "gpu/exact/canonical_dot.cuh"
 #include "gpu/topk/sorted_selection.cuh"
-#include "gpu/training/gathered_keys.cuh"
 #include "gpu/training/training_kernels.h"
 #include "reference/canonical.h"
 

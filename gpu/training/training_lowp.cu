@@ -16,7 +16,6 @@
 #include "gpu/common/mma.cuh"
 #include "gpu/common/online_max_sum.cuh"
 #include "gpu/topk/sorted_selection.cuh"
-#include "gpu/training/gathered_keys.cuh"
 #include "gpu/training/training_kernels.h"
 
 namespace msa::gpu {
@@ -24,6 +23,8 @@ namespace {
 
 using mma::FromFloat;
 using mma::kFullMask;
+using mma::LseAdd;
+using mma::LseMerge;
 using mma::OnlineMaxSumTile;
 using mma::OnlineSumRows;
 using mma::Pack;
@@ -109,27 +110,6 @@ __device__ inline void LoadRowsTransposed(uint16_t* dst, int pad, int dim, int r
     const int rr = e % 16, c = e / 16;
     dst[c * kTransposedStride + rr] = (rr < rows && c < dim) ? row_of(rr)[c] : uint16_t(0);
   }
-}
-
-// Online logsumexp state: value m + log(l).
-__device__ inline void LseAdd(float& m, float& l, float s) {
-  if (s > m) {
-    l = l * expf(m - s) + 1.0f;
-    m = s;
-  } else {
-    l += expf(s - m);
-  }
-}
-
-__device__ inline void LseMerge(float& m, float& l, float m2, float l2) {
-  if (m2 > m) {
-    const float tm = m, tl = l;
-    m = m2;
-    l = l2;
-    m2 = tm;
-    l2 = tl;
-  }
-  if (m2 != -INFINITY) l += l2 * expf(m2 - m);
 }
 
 // An index token score dot(index_q row, index_k row) * scale in fp32, index_query as floats [Di].
