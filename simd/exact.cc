@@ -608,24 +608,25 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
 
 // ---- array forms of the primitives, for tests ----
 
-void ExpArrayImpl(const double* x, size_t n, double* y) {
+// y[0..n) = f(x[0..n)) by a primitive that takes whole vectors: the whole vectors in place, the rest through a padded
+// vector.
+template <typename ArrayFn>
+void ApplyWithTail(ArrayFn array_fn, const double* x, size_t n, double* y) {
   RecordDispatchedTarget(HWY_TARGET);
   const size_t whole = n / kLanes * kLanes;
-  ExpArray(x, whole, y);
+  array_fn(x, whole, y);
   HWY_ALIGN double tail[kLanes] = {};
   std::copy(x + whole, x + n, tail);
-  ExpArray(tail, n - whole, tail);
+  array_fn(tail, n - whole, tail);
   std::copy(tail, tail + (n - whole), y + whole);
 }
 
+void ExpArrayImpl(const double* x, size_t n, double* y) {
+  ApplyWithTail([](const double* a, size_t m, double* b) { ExpArray(a, m, b); }, x, n, y);
+}
+
 void LogArrayImpl(const double* x, size_t n, double* y) {
-  RecordDispatchedTarget(HWY_TARGET);
-  const size_t whole = n / kLanes * kLanes;
-  LogArray(x, whole, y);
-  HWY_ALIGN double tail[kLanes] = {};
-  std::copy(x + whole, x + n, tail);
-  LogArray(tail, n - whole, tail);
-  std::copy(tail, tail + (n - whole), y + whole);
+  ApplyWithTail([](const double* a, size_t m, double* b) { LogArray(a, m, b); }, x, n, y);
 }
 
 void DotMatrixImpl(const double* a, size_t rows, const double* b, size_t cols, size_t n, double* out) {
