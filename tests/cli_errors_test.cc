@@ -98,13 +98,19 @@ std::vector<uint8_t> RawFile(const std::string& header, size_t data_bytes) {
   return bytes;
 }
 
+// A test's name as one path component (a parameterized test's name holds '/').
+std::string FileName(std::string name) {
+  std::replace(name.begin(), name.end(), '/', '_');
+  return name;
+}
+
 class CliErrorsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     static std::atomic<int> counter{0};
     const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::temp_directory_path() /
-           ("msa_cli_errors_" + std::to_string(getpid()) + "_" + std::to_string(counter++) + "_" + info->name());
+    dir_ = fs::temp_directory_path() / ("msa_cli_errors_" + std::to_string(getpid()) + "_" + std::to_string(counter++) +
+                                        "_" + FileName(info->name()));
     fs::remove_all(dir_);
     ASSERT_TRUE(fs::create_directories(dir_));
     in_ = (dir_ / "in.safetensors").string();
@@ -206,64 +212,58 @@ TEST_F(CliErrorsTest, ValidInputsWriteEveryOutput) {
 
 // ---- shapes ------------------------------------------------------------------------------------------------
 
-TEST_F(CliErrorsTest, QRowsMustEqualLastCuSeqlensQ) {
+// A tensor of the valid file given another shape (zero bytes of that size), and the reason the CLI must give.
+struct ReshapeCase {
+  const char* name;
+  const char* tensor;
+  std::vector<int64_t> shape;
+  const char* reason;
+};
+
+const ReshapeCase kReshapeCases[] = {
+    {"QRowsMustEqualLastCuSeqlensQ",
+     "q",
+     {9, 4, 8},
+     "q has 9 rows but cu_seqlens_q[2] = 8: the rows of q must equal the last entry of cu_seqlens_q"},
+    {"KAndVRowsMustAgree",
+     "v",
+     {16, 2, 6},
+     "v has 16 rows but cu_seqlens_k[2] = 15: the rows of v must equal the last entry of cu_seqlens_k"},
+    {"QAndKShareHeadDim", "k", {15, 2, 6}, "k has head dim 6: must equal D = 8 (q and k share the head dim D)"},
+    {"VHeadsMustEqualKHeads", "v", {15, 3, 6}, "v has 3 heads: must equal Hkv = 2 (v has the heads of k)"},
+    {"HqMustBeAMultipleOfHkv",
+     "q",
+     {8, 3, 8},
+     "num_q_heads (Hq) = 3: must be a multiple of num_kv_heads (Hkv) = 2 (GQA: G = Hq / Hkv query "
+     "heads share one kv head)"},
+    {"HidxMustEqualHkv",
+     "index_q",
+     {8, 3, 4},
+     "index_q has 3 heads: must equal Hkv = 2 (Hidx == Hkv: one index-query head per GQA group)"},
+    {"IndexKHasOneHead",
+     "index_k",
+     {15, 2, 4},
+     "index_k has 2 heads: must be 1 (one index-key head shared by all groups)"},
+    {"IndexQAndIndexKShareDi",
+     "index_k",
+     {15, 1, 5},
+     "index_k has head dim 5: must equal Di = 4 (index_q and index_k share Di)"},
+    {"RankTwoQ", "q", {8, 32}, "tensor \"q\" has shape [8, 32]: must be rank 3 [rows, heads, dim]"},
+    {"CuSeqlensMustBeRankOne", "cu_seqlens_q", {1, 3}, "tensor \"cu_seqlens_q\" is I32 [1, 3]: must be I32 [B+1]"},
+};
+
+void PrintTo(const ReshapeCase& c, std::ostream* os) { *os << c.name; }
+
+class CliReshapeTest : public CliErrorsTest, public ::testing::WithParamInterface<ReshapeCase> {};
+
+TEST_P(CliReshapeTest, IsRefusedWithItsReason) {
   SafetensorsFile file = ValidFile();
-  Reshape(file, "q", {9, 4, 8});
-  ExpectRefusedInput(RunOn(file),
-                     "q has 9 rows but cu_seqlens_q[2] = 8: the rows of q must equal the last entry of cu_seqlens_q");
+  Reshape(file, GetParam().tensor, GetParam().shape);
+  ExpectRefusedInput(RunOn(file), GetParam().reason);
 }
 
-TEST_F(CliErrorsTest, KAndVRowsMustAgree) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "v", {16, 2, 6});
-  ExpectRefusedInput(RunOn(file),
-                     "v has 16 rows but cu_seqlens_k[2] = 15: the rows of v must equal the last entry of cu_seqlens_k");
-}
-
-TEST_F(CliErrorsTest, QAndKShareHeadDim) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "k", {15, 2, 6});
-  ExpectRefusedInput(RunOn(file), "k has head dim 6: must equal D = 8 (q and k share the head dim D)");
-}
-
-TEST_F(CliErrorsTest, VHeadsMustEqualKHeads) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "v", {15, 3, 6});
-  ExpectRefusedInput(RunOn(file), "v has 3 heads: must equal Hkv = 2 (v has the heads of k)");
-}
-
-TEST_F(CliErrorsTest, HqMustBeAMultipleOfHkv) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "q", {8, 3, 8});
-  ExpectRefusedInput(RunOn(file),
-                     "num_q_heads (Hq) = 3: must be a multiple of num_kv_heads (Hkv) = 2 (GQA: G = Hq / Hkv query "
-                     "heads share one kv head)");
-}
-
-TEST_F(CliErrorsTest, HidxMustEqualHkv) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "index_q", {8, 3, 4});
-  ExpectRefusedInput(RunOn(file),
-                     "index_q has 3 heads: must equal Hkv = 2 (Hidx == Hkv: one index-query head per GQA group)");
-}
-
-TEST_F(CliErrorsTest, IndexKHasOneHead) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "index_k", {15, 2, 4});
-  ExpectRefusedInput(RunOn(file), "index_k has 2 heads: must be 1 (one index-key head shared by all groups)");
-}
-
-TEST_F(CliErrorsTest, IndexQAndIndexKShareDi) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "index_k", {15, 1, 5});
-  ExpectRefusedInput(RunOn(file), "index_k has head dim 5: must equal Di = 4 (index_q and index_k share Di)");
-}
-
-TEST_F(CliErrorsTest, RankTwoQ) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "q", {8, 32});
-  ExpectRefusedInput(RunOn(file), "tensor \"q\" has shape [8, 32]: must be rank 3 [rows, heads, dim]");
-}
+INSTANTIATE_TEST_SUITE_P(Shapes, CliReshapeTest, ::testing::ValuesIn(kReshapeCases),
+                         [](const ::testing::TestParamInfo<ReshapeCase>& info) { return info.param.name; });
 
 TEST_F(CliErrorsTest, IntegerDtypeQ) {
   SafetensorsFile file = ValidFile();
@@ -310,12 +310,6 @@ TEST_F(CliErrorsTest, CuSeqlensMustBeI32) {
   SafetensorsFile file = ValidFile();
   Reshape(file, "cu_seqlens_k", {3}, DType::kI64);
   ExpectRefusedInput(RunOn(file), "tensor \"cu_seqlens_k\" is I64 [3]: must be I32 [B+1]");
-}
-
-TEST_F(CliErrorsTest, CuSeqlensMustBeRankOne) {
-  SafetensorsFile file = ValidFile();
-  Reshape(file, "cu_seqlens_q", {1, 3});
-  ExpectRefusedInput(RunOn(file), "tensor \"cu_seqlens_q\" is I32 [1, 3]: must be I32 [B+1]");
 }
 
 TEST_F(CliErrorsTest, QLenMustNotExceedKLen) {
