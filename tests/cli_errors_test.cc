@@ -322,45 +322,73 @@ TEST_F(CliErrorsTest, QLenMustNotExceedKLen) {
 
 // ---- msa_config --------------------------------------------------------------------------------------------
 
-TEST_F(CliErrorsTest, BlockSizeZero) {
+// The config of the valid file replaced (__metadata__["msa_config"]), and the reason the CLI must give.
+struct ConfigCase {
+  const char* name;
+  const char* config;
+  const char* reason;
+};
+
+const ConfigCase kConfigCases[] = {
+    {"BlockSizeZero", R"({"block_size":0,"top_k":3,"init_blocks":0,"pooling":"max"})",
+     "msa_config.block_size = 0: must be at least 1"},
+    {"BlockSizeNegative", R"({"block_size":-4,"top_k":3,"init_blocks":0,"pooling":"max"})",
+     "msa_config.block_size = -4: must be at least 1"},
+    {"BlockSizeBeyondUint64DoesNotWrap", R"({"block_size":18446744073709551615,"top_k":3,"pooling":"max"})",
+     "msa_config.block_size = 18446744073709551615: must be a 32-bit integer"},
+    {"TopKZero", R"({"block_size":4,"top_k":0,"init_blocks":0,"pooling":"max"})",
+     "msa_config.top_k = 0: must be at least 1"},
+    {"TopKMustCoverTheForcedBlocks", R"({"block_size":4,"top_k":2,"init_blocks":2,"pooling":"max"})",
+     "msa_config.top_k = 2: must be at least init_blocks + local_blocks = 3 (the forced blocks: 2 "
+     "init blocks and the local block)"},
+    // Rows hold top_k slots: a tiny file must not ask for 16 GiB.
+    {"TopKAboveTheLimit", R"({"block_size":4,"top_k":2147483647,"init_blocks":0,"pooling":"max"})",
+     "msa_config.top_k = 2147483647: must be at most 1048576 (every output row holds top_k slots; "
+     "a top_k of at least the visible blocks already selects everything)"},
+    {"HugeInitBlocksDoesNotOverflow", R"({"block_size":4,"top_k":3,"init_blocks":2147483647,"pooling":"max"})",
+     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 2147483648 (the forced "
+     "blocks: 2147483647 init blocks and the local block)"},
+    {"InitBlocksNegative", R"({"block_size":4,"top_k":3,"init_blocks":-1,"pooling":"max"})",
+     "msa_config.init_blocks = -1: must be at least 0"},
+    {"UnknownPooling", R"({"block_size":4,"top_k":3,"init_blocks":0,"pooling":"avg"})",
+     "msa_config.pooling = \"avg\": must be \"max\", \"lse\" or \"mean\""},
+    {"UnknownConfigKey", R"({"block_size":4,"topk":3,"init_blocks":0,"pooling":"max"})",
+     "msa_config.topk = 3: not a known key (known: block_size, top_k, init_blocks, local_blocks, "
+     "pooling, softmax_scale, index_scale, precision, index_format, score_format)"},
+    {"TopKMustCoverSeveralLocalBlocks",
+     R"({"block_size":4,"top_k":3,"init_blocks":1,"local_blocks":3,"pooling":"max"})",
+     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 4 (the forced blocks: 1 "
+     "init blocks and 3 local blocks)"},
+    {"LocalBlocksZero", R"({"block_size":4,"top_k":3,"local_blocks":0,"pooling":"max"})",
+     "msa_config.local_blocks = 0: must be at least 1"},
+    {"LocalBlocksNotAnInteger", R"({"block_size":4,"top_k":3,"local_blocks":"two","pooling":"max"})",
+     "msa_config.local_blocks = \"two\": must be a 32-bit integer"},
+    {"UnknownScoreFormat", R"({"block_size":4,"top_k":3,"pooling":"max","score_format":"bf16"})",
+     "msa_config.score_format = \"bf16\": must be \"native\" or \"fp16\""},
+    {"Fp16ScoresNeedMaxPooling", R"({"block_size":4,"top_k":3,"pooling":"lse","score_format":"fp16"})",
+     "msa_config.score_format = fp16 with pooling = lse: fp16 block scores are defined for max "
+     "pooling only"},
+    {"ConfigNotJson", "block_size=4\ntop_k=3",
+     "__metadata__[\"msa_config\"] = \"block_size=4\\ntop_k=3\": must be a JSON object (block_size, "
+     "top_k, init_blocks, pooling, ...)"},
+    {"SoftmaxScaleNegative", R"({"block_size":4,"top_k":3,"pooling":"max","softmax_scale":-0.5})",
+     "msa_config.softmax_scale = -0.5: must be finite and positive"},
+    {"SoftmaxScaleZero", R"({"block_size":4,"top_k":3,"pooling":"max","softmax_scale":0})",
+     "msa_config.softmax_scale = 0: must be finite and positive"},
+};
+
+void PrintTo(const ConfigCase& c, std::ostream* os) { *os << c.name; }
+
+class CliConfigTest : public CliErrorsTest, public ::testing::WithParamInterface<ConfigCase> {};
+
+TEST_P(CliConfigTest, IsRefusedWithItsReason) {
   SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":0,"top_k":3,"init_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.block_size = 0: must be at least 1");
+  file.metadata["msa_config"] = GetParam().config;
+  ExpectRefusedInput(RunOn(file), GetParam().reason);
 }
 
-TEST_F(CliErrorsTest, BlockSizeNegative) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":-4,"top_k":3,"init_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.block_size = -4: must be at least 1");
-}
-
-TEST_F(CliErrorsTest, BlockSizeBeyondUint64DoesNotWrap) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":18446744073709551615,"top_k":3,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.block_size = 18446744073709551615: must be a 32-bit integer");
-}
-
-TEST_F(CliErrorsTest, TopKZero) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":0,"init_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.top_k = 0: must be at least 1");
-}
-
-TEST_F(CliErrorsTest, TopKMustCoverTheForcedBlocks) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":2,"init_blocks":2,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 2: must be at least init_blocks + local_blocks = 3 (the forced blocks: 2 "
-                     "init blocks and the local block)");
-}
-
-TEST_F(CliErrorsTest, TopKAboveTheLimit) {  // rows hold top_k slots: a tiny file must not ask for 16 GiB
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":2147483647,"init_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 2147483647: must be at most 1048576 (every output row holds top_k slots; "
-                     "a top_k of at least the visible blocks already selects everything)");
-}
+INSTANTIATE_TEST_SUITE_P(Configs, CliConfigTest, ::testing::ValuesIn(kConfigCases),
+                         [](const ::testing::TestParamInfo<ConfigCase>& info) { return info.param.name; });
 
 // Finite F64 inputs whose weighted value sum overflows a double: q = 0 gives every key weight 1, so the first
 // query (8 visible keys, all selected) sums 8 values of 1e308. Attend refuses rather than writing inf.
@@ -375,68 +403,6 @@ TEST_F(CliErrorsTest, AttentionOverflowIsRefused) {
   }
   ExpectRefused(RunOn(file),
                 "attention of query 0, head 0 is not finite: q, k or v are too large for the precision exact");
-}
-
-TEST_F(CliErrorsTest, HugeInitBlocksDoesNotOverflow) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":2147483647,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 2147483648 (the forced "
-                     "blocks: 2147483647 init blocks and the local block)");
-}
-
-TEST_F(CliErrorsTest, InitBlocksNegative) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":-1,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.init_blocks = -1: must be at least 0");
-}
-
-TEST_F(CliErrorsTest, UnknownPooling) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":0,"pooling":"avg"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.pooling = \"avg\": must be \"max\", \"lse\" or \"mean\"");
-}
-
-TEST_F(CliErrorsTest, UnknownConfigKey) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"topk":3,"init_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.topk = 3: not a known key (known: block_size, top_k, init_blocks, local_blocks, "
-                     "pooling, softmax_scale, index_scale, precision, index_format, score_format)");
-}
-
-TEST_F(CliErrorsTest, TopKMustCoverSeveralLocalBlocks) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"init_blocks":1,"local_blocks":3,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.top_k = 3: must be at least init_blocks + local_blocks = 4 (the forced blocks: 1 "
-                     "init blocks and 3 local blocks)");
-}
-
-TEST_F(CliErrorsTest, LocalBlocksZero) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"local_blocks":0,"pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.local_blocks = 0: must be at least 1");
-}
-
-TEST_F(CliErrorsTest, LocalBlocksNotAnInteger) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"local_blocks":"two","pooling":"max"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.local_blocks = \"two\": must be a 32-bit integer");
-}
-
-TEST_F(CliErrorsTest, UnknownScoreFormat) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"max","score_format":"bf16"})";
-  ExpectRefusedInput(RunOn(file), "msa_config.score_format = \"bf16\": must be \"native\" or \"fp16\"");
-}
-
-TEST_F(CliErrorsTest, Fp16ScoresNeedMaxPooling) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"lse","score_format":"fp16"})";
-  ExpectRefusedInput(RunOn(file),
-                     "msa_config.score_format = fp16 with pooling = lse: fp16 block scores are defined for max "
-                     "pooling only");
 }
 
 TEST_F(CliErrorsTest, UnknownIndexFormat) {
@@ -477,32 +443,12 @@ TEST_F(CliErrorsTest, IndexValueBeyondE4M3) {
                 "index_k[0, 0, 2] = -1000: index_format e4m3 takes finite values in [-448, 448]");
 }
 
-TEST_F(CliErrorsTest, ConfigNotJson) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = "block_size=4\ntop_k=3";
-  ExpectRefusedInput(RunOn(file),
-                     "__metadata__[\"msa_config\"] = \"block_size=4\\ntop_k=3\": must be a JSON object (block_size, "
-                     "top_k, init_blocks, pooling, ...)");
-}
-
 TEST_F(CliErrorsTest, ConfigMissing) {
   SafetensorsFile file = ValidFile();
   file.metadata.erase("msa_config");
   ExpectRefusedInput(RunOn(file),
                      "__metadata__[\"msa_config\"] is missing: inputs must carry the config (a JSON object with "
                      "block_size, top_k, init_blocks, pooling)");
-}
-
-TEST_F(CliErrorsTest, SoftmaxScaleNegative) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"max","softmax_scale":-0.5})";
-  ExpectRefusedInput(RunOn(file), "msa_config.softmax_scale = -0.5: must be finite and positive");
-}
-
-TEST_F(CliErrorsTest, SoftmaxScaleZero) {
-  SafetensorsFile file = ValidFile();
-  file.metadata["msa_config"] = R"({"block_size":4,"top_k":3,"pooling":"max","softmax_scale":0})";
-  ExpectRefusedInput(RunOn(file), "msa_config.softmax_scale = 0: must be finite and positive");
 }
 
 // ---- NaN / Inf ---------------------------------------------------------------------------------------------
