@@ -43,18 +43,22 @@ def summarize(path, unit, window=0, regions=()):
         print(f"  {100 * value(r, samples) / total:4.1f}% {r[src].strip()[:64]:64s} ({top})")
     first = int(body[0][0], 16)
     offset = lambda r: int(r[0], 16) - first
-    ranges = [(f"{w:#x}-{w + window:#x}", w, w + window)
-              for w in range(0, offset(body[-1]) + 1, window)] if window else []
-    for name, start, end in ranges + list(regions):
+
+    def show_range(name, start, end, least_share=0.0):  # [start, end) of code, where it holds instructions
         inside = [r for r in body if start <= offset(r) < end]
         share = sum(value(r, samples) for r in inside) / total
-        if inside and (share >= 0.003 or not window or (name, start, end) in regions):
-            ops = collections.Counter()
-            for r in inside:
-                ops[opcode(r).split(".")[0]] += value(r, executed) / tiles
-            print(f"  {name:16s} {100 * share:5.1f}% of samples, {sum(ops.values()):6.0f} instructions per unit:",
-                  ", ".join(f"{k} {v:.0f}" for k, v in ops.most_common(4)))
+        if not inside or share < least_share:
+            return
+        ops = collections.Counter()
+        for r in inside:
+            ops[opcode(r).split(".")[0]] += value(r, executed) / tiles
+        print(f"  {name:16s} {100 * share:5.1f}% of samples, {sum(ops.values()):6.0f} instructions per unit:",
+              ", ".join(f"{k} {v:.0f}" for k, v in ops.most_common(4)))
 
+    for start in range(0, offset(body[-1]) + 1, window) if window else []:  # windows under 0.3% left out
+        show_range(f"{start:#x}-{start + window:#x}", start, start + window, least_share=0.003)
+    for name, start, end in regions:
+        show_range(name, start, end)
 
 def region(text):
     """NAME=START-END (hex offsets from the kernel's first instruction, END excluded) -> (NAME, START, END)."""
