@@ -92,17 +92,7 @@ __device__ inline void LoadQ(uint32_t q_smem, const uint16_t* q, const AttendGeo
 template <int kLowp>
 __device__ inline void ScaleQ(uint32_t q_smem, uint32_t bytes, int thread, int threads, float scale) {
   for (uint32_t chunk = q_smem + 16u * uint32_t(thread); chunk < q_smem + bytes; chunk += 16u * uint32_t(threads)) {
-    uint32_t pair[4];
-    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(pair[0]), "=r"(pair[1]), "=r"(pair[2]), "=r"(pair[3])
-                 : "r"(chunk));
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      pair[i] = mma::Pack<kLowp>(mma::LowHalf<kLowp>(pair[i]) * scale, mma::HighHalf<kLowp>(pair[i]) * scale);
-    }
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(chunk), "r"(pair[0]), "r"(pair[1]), "r"(pair[2]),
-                 "r"(pair[3])
-                 : "memory");
+    mma::ScaleSharedChunk<kLowp>(chunk, scale);
   }
 }
 

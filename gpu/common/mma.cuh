@@ -62,6 +62,25 @@ __device__ inline uint32_t ScorePair16(float dot_lo, float dot_hi, float scale) 
   return Pack<kLowp>(LowHalf<kLowp>(dots) * scale, HighHalf<kLowp>(dots) * scale);
 }
 
+__device__ inline uint32_t SmemAddress(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
+
+// SPEC section 5's order (b) on one 16-byte chunk of Q in shared memory (8 storage-format values at `chunk`, a shared
+// address): each becomes R(q * scale), in place (Pack's rounding). Kernels that scale their Q rows with it and take the
+// fp32 dots as the scores give each other's bits. The chunk must be visible to the calling thread (its own copies after
+// their wait); the caller makes the writes visible to the other threads and to wgmma.
+template <int kLowp>
+__device__ inline void ScaleSharedChunk(uint32_t chunk, float scale) {
+  uint32_t pair[4];
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(pair[0]), "=r"(pair[1]), "=r"(pair[2]), "=r"(pair[3])
+               : "r"(chunk));
+#pragma unroll
+  for (int i = 0; i < 4; ++i) pair[i] = Pack<kLowp>(LowHalf<kLowp>(pair[i]) * scale, HighHalf<kLowp>(pair[i]) * scale);
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(chunk), "r"(pair[0]), "r"(pair[1]), "r"(pair[2]),
+               "r"(pair[3])
+               : "memory");
+}
+
 template <int kLowp>
 __device__ inline void Mma16816(float c[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
   if constexpr (kLowp == kLowpBF16) {
@@ -78,8 +97,6 @@ __device__ inline void Mma16816(float c[4], const uint32_t a[4], uint32_t b0, ui
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 }
-
-__device__ inline uint32_t SmemAddress(const void* p) { return uint32_t(__cvta_generic_to_shared(p)); }
 
 // 16 bytes global -> shared, zero-filled when !valid (the global address is not read then).
 __device__ inline void CopyAsync16(void* smem, const void* global, bool valid) {
