@@ -3,9 +3,9 @@
 # not alter the values (a kernel's schedule, its registers): A = BIN/gpu_bench, B = BIN/gpu_bench_base (the commit
 # before). Each round runs every case under A, then under B, so that clocks and heat drift alike for both.
 # Cases: the prefill main branch at N (default 131072) for each plan of PLANS (';'-separated, default
-# attend=kv-outer-wgmma-p16) and each selection of SELECTIONS (','-separated generators of bench/selections.h, default
-# random); then the decode step for each shape of DECODE_SHAPES (','-separated BATCHxQ_LENxKV, default none) under
-# DECODE_PLAN (default: auto). ROUNDS (default 2), REPS (default 5).
+# attend=kv-outer-wgmma-p16; set and empty: no prefill case) and each selection of SELECTIONS (','-separated
+# generators of bench/selections.h, default random); then the decode step for each shape of DECODE_SHAPES
+# (','-separated BATCHxQ_LENxKV, default none) under DECODE_PLAN (default: auto). ROUNDS (default 2), REPS (default 5).
 # Prints one line per run (main_ms, or the decode step back to back: step_stream_ms) and, per case, the ratio of
 # the medians over rounds, A / B, and whether A's outputs have B's bits (gpu_bench's outputs_digest of out and lse,
 # every round: "same bits", else "BITS DIFFER"; a change of values is then the change's to explain). Binaries as
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/../.."
 BIN=$(cd "${BIN:-.devbuild/union/bin}" && pwd)
 export LD_LIBRARY_PATH=$(cd "${LIBS:-.devbuild/union/lib}" && pwd)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 N=${N:-131072} ROUNDS=${ROUNDS:-2} REPS=${REPS:-5}
-IFS=';' read -ra plans <<<"${PLANS:-attend=kv-outer-wgmma-p16}"
+IFS=';' read -ra plans <<<"${PLANS-attend=kv-outer-wgmma-p16}"
 IFS=',' read -ra selections <<<"${SELECTIONS:-random}"
 IFS=',' read -ra shapes <<<"${DECODE_SHAPES:-}"
 results=$(mktemp)

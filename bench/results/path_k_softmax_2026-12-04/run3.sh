@@ -5,7 +5,7 @@
 tar xJf .devbuild/carry/pathk.tar.xz
 [ -d .devbuild/union/lib ] || { tar xJf .devbuild/carry/bundle.tar.xz; }
 export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
-B=.devbuild/pathk/bin_all_prescaled
+B=.devbuild/pathk/bin_all
 source scripts/device/steps.sh
 MSA_GPU_PLANS_MATCHING='attend=union-tile' step plans_union_tile 250 $B/gpu_plans_test
 MSA_GPU_PLANS_MATCHING='index=token-scores,batch=per-sequence,topk=warp,lists=' \
