@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepared, not yet run (no device was lent in the session that wrote it). Four interleaved A/Bs in one device call
-# (carry .devbuild/carry; about 510 s), each printing per case "same bits" or "BITS DIFFER" (gpu_bench's
-# outputs_digest) and the ratio of medians A / B (bench/results/path_k_softmax_2026-12-04.md says what lands when):
+# (carry .devbuild/carry; at most 580 s: give the call its 600 s), each printing per case "same bits" or "BITS
+# DIFFER" (gpu_bench's outputs_digest) and the ratio of medians A / B (bench/results/path_k_softmax_2026-12-04.md says what lands when):
 #   1. path U: skip_unseen_blocks.patch + commit_only_issued.patch (bench/results/union_tile_skip_2026-12-04) against
 #      main at f387fa4 (their base), at 90% overlap and on the page pattern; must keep the bits;
 #   2. path K: exp2_approx.patch against main at 8d93b9b, on random selections and two decode steps (split-k at batch
@@ -16,7 +16,7 @@ export LIBS=.devbuild/union/lib
 mkdir -p .devbuild/ab_u
 cp .devbuild/union/bin_commit/gpu_bench .devbuild/ab_u/gpu_bench
 cp .devbuild/union/bin/gpu_bench_base .devbuild/ab_u/gpu_bench_base
-BIN=.devbuild/ab_u PLANS='attend=union-tile-ws;attend=routed' SELECTIONS=overlap90,pages timeout 290 \
+BIN=.devbuild/ab_u PLANS='attend=union-tile-ws;attend=routed' SELECTIONS=overlap90,pages timeout 300 \
   scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_u.log | grep -v "^prefill\|^decode"
 BIN=.devbuild/pathk/bin_exp2 PLANS='attend=kv-outer-wgmma-p16' SELECTIONS=random \
   DECODE_SHAPES=1x1x4096,128x1x4096 timeout 120 scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_exp2.log |
