@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared, not yet run (no device was lent in the session that wrote it). Four interleaved A/Bs in one device call
 # (carry .devbuild/carry; at most 580 s: give the call its 600 s), each printing per case "same bits" or "BITS
-# DIFFER" (gpu_bench's outputs_digest) and the ratio of medians A / B (bench/results/path_k_softmax_2026-12-04.md says what lands when):
+# DIFFER" (gpu_bench's outputs_digest) and the ratio of medians A / B (bench/results/path_k_softmax_2026-12-04.md
+# says what lands when):
 #   1. path U: skip_unseen_blocks.patch + commit_only_issued.patch (bench/results/union_tile_skip_2026-12-04) against
 #      main at f387fa4 (their base), at 90% overlap and on the page pattern; must keep the bits;
 #   2. path K: exp2_approx.patch against main at 8d93b9b, on random selections and two decode steps (split-k at batch
