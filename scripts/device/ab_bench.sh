@@ -6,6 +6,8 @@
 # attend=kv-outer-wgmma-p16; set and empty: no prefill case) and each selection of SELECTIONS (','-separated
 # generators of bench/selections.h, default random); then the decode step for each shape of DECODE_SHAPES
 # (','-separated BATCHxQ_LENxKV, default none) under DECODE_PLAN (default: auto). ROUNDS (default 2), REPS (default 5).
+# LIMIT (seconds, default none): no run starts that could end past it (by the longest run so far); the summary then
+# covers the runs done, so that a device call's time limit never loses it.
 # Prints one line per run (main_ms, or the decode step back to back: step_stream_ms) and, per case, the ratio of
 # the medians over rounds, A / B, and whether A's outputs have B's bits (gpu_bench's outputs_digest of out and lse,
 # every round: "same bits", else "BITS DIFFER"; a change of values is then the change's to explain). Binaries as
@@ -20,10 +22,16 @@ IFS=';' read -ra plans <<<"${PLANS-attend=kv-outer-wgmma-p16}"
 IFS=',' read -ra selections <<<"${SELECTIONS:-random}"
 IFS=',' read -ra shapes <<<"${DECODE_SHAPES:-}"
 results=$(mktemp)
+longest=0 stopped=0
 field() { grep -o "\"$1\": [0-9.]*" | head -n 1 | awk '{print $2}'; }
-run() {  # CASE BUILD ARGS...: one gpu_bench run, its time and checks appended to $results
-  local name=$1 build=$2 key=main_ms
+run() {  # CASE BUILD ARGS...: one gpu_bench run, its time and checks appended to $results (none past LIMIT)
+  local name=$1 build=$2 key=main_ms start=$SECONDS
   shift 2
+  if [ "$stopped" = 1 ] || { [ -n "${LIMIT:-}" ] && [ $((SECONDS + longest)) -gt "$LIMIT" ]; }; then
+    [ "$stopped" = 1 ] || echo "== stopped at ${SECONDS} s: the next run could pass LIMIT=${LIMIT} s"
+    stopped=1
+    return
+  fi
   [ "$1" = decode ] && key=step_stream_ms
   local out
   out=$(timeout 60 "$BIN/$build" "$@" 2>&1)
@@ -34,8 +42,10 @@ run() {  # CASE BUILD ARGS...: one gpu_bench run, its time and checks appended t
   bad=$(echo "$out" | grep -o "$checks" | awk '{s += $2} END {print s + 0}')
   echo "$name $build: ${key} ${ms:-none}, nonfinite + bad rows + graph bits differ ${bad}"
   echo "$name $build ${ms:-nan} ${digest:-none}" >>"$results"
+  [ $((SECONDS - start)) -gt "$longest" ] && longest=$((SECONDS - start))
 }
 for round in $(seq "$ROUNDS"); do
+  [ "$stopped" = 1 ] && break
   echo "== round $round"
   for plan in "${plans[@]}"; do
     for selection in "${selections[@]}"; do
@@ -51,7 +61,7 @@ for round in $(seq "$ROUNDS"); do
     done
   done
 done
-echo "== A / B, medians over $ROUNDS rounds"
+echo "== A / B, medians over the rounds run (of $ROUNDS)"
 python3 - "$results" <<'PY'
 import collections, statistics, sys
 times, digests = collections.defaultdict(list), collections.defaultdict(set)
@@ -60,6 +70,9 @@ for line in open(sys.argv[1]):
     times[(case, build)].append(float(ms))
     digests[case].add(digest)
 for case in dict.fromkeys(c for c, _ in times):
+    if (case, "gpu_bench_base") not in times:
+        print(f"  {case}: A ran, B did not (stopped at LIMIT)")
+        continue
     a, b = statistics.median(times[(case, "gpu_bench")]), statistics.median(times[(case, "gpu_bench_base")])
     if "none" in digests[case]:
         bits = "bits not compared (a build without outputs_digest)"

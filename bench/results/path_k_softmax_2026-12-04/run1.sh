@@ -17,12 +17,12 @@ export LIBS=.devbuild/union/lib
 mkdir -p .devbuild/ab_u
 cp .devbuild/union/bin_commit/gpu_bench .devbuild/ab_u/gpu_bench
 cp .devbuild/union/bin/gpu_bench_base .devbuild/ab_u/gpu_bench_base
-BIN=.devbuild/ab_u PLANS='attend=union-tile-ws;attend=routed' SELECTIONS=overlap90,pages timeout 300 \
+BIN=.devbuild/ab_u PLANS='attend=union-tile-ws;attend=routed' SELECTIONS=overlap90,pages LIMIT=290 timeout 300 \
   scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_u.log | grep -v "^prefill\|^decode"
 BIN=.devbuild/pathk/bin_exp2 PLANS='attend=kv-outer-wgmma-p16' SELECTIONS=random \
-  DECODE_SHAPES=1x1x4096,128x1x4096 timeout 120 scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_exp2.log |
+  DECODE_SHAPES=1x1x4096,128x1x4096 LIMIT=110 timeout 120 scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_exp2.log |
   grep -v "^prefill\|^decode"
 BIN=.devbuild/pathk/bin_prescaled PLANS='attend=kv-outer-wgmma-p16' SELECTIONS=random DECODE_SHAPES=128x1x4096 \
-  timeout 100 scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_prescaled.log | grep -v "^prefill\|^decode"
-BIN=.devbuild/pathk/bin_dsmem PLANS= DECODE_SHAPES=1x1x4096,1x1x65536 timeout 60 \
+  LIMIT=90 timeout 100 scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_prescaled.log | grep -v "^prefill\|^decode"
+BIN=.devbuild/pathk/bin_dsmem PLANS= DECODE_SHAPES=1x1x4096,1x1x65536 LIMIT=50 timeout 60 \
   scripts/device/ab_bench.sh 2>&1 | tee $OUT/ab_dsmem.log | grep -v "^prefill\|^decode"
