@@ -60,6 +60,7 @@ def summarize(path, unit, window=0, regions=()):
     for name, start, end in regions:
         show_range(name, start, end)
 
+
 def region(text):
     """NAME=START-END (hex offsets from the kernel's first instruction, END excluded) -> (NAME, START, END)."""
     match = re.fullmatch(r"([^=]+)=(?:0x)?([0-9a-fA-F]+)-(?:0x)?([0-9a-fA-F]+)", text)
