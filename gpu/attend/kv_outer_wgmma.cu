@@ -336,7 +336,8 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
     v_fresh = reload;
 
     // Partials of the tile's rows, to each row's selection slot (as TileAttendKernel): O_b in fp32, or O_b / l_b in
-    // the storage format (kPartials16; a row that sees a block has l_b >= 1, its maximum's term being 1).
+    // the storage format (kPartials16; a row that sees a block has l_b at least its maximum's term, 2^r with r the
+    // rounding error of R(m_b * log2 e): about 1).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (pos_h[h] < 0) continue;  // padding row
