@@ -7,7 +7,7 @@
 tar xJf .devbuild/carry/pathk.tar.xz
 export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
 [ -d .devbuild/union/lib ] || { tar xJf .devbuild/carry/bundle.tar.xz; }
-B=.devbuild/pathk/bin_all
+B=${B:-.devbuild/pathk/bin_all}  # B=.devbuild/pathk/bin_keep: the same tests without order_b_prescaled
 source scripts/device/steps.sh
 step twins 140 $B/gpu_twins_test
 step union_tile_test 90 $B/gpu_union_tile_test
