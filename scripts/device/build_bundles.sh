@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# scripts/device/build_bundles.sh: builds the stripped binaries that the prepared device runs carry
+# (bench/results/*/run*.sh, each called with carry .devbuild/carry) from HEAD and the prepared patches, in a scratch
+# worktree (.devbuild/src, its own build folder), so that the checkout itself is never touched. Writes
+#   .devbuild/carry/bundle.tar.xz  .devbuild/union/{bin,bin_commit,lib}  (bench/results/union_tile_skip_2026-12-04.md)
+#   .devbuild/carry/pathk.tar.xz   .devbuild/pathk/bin_*                 (bench/results/path_k_softmax_2026-12-04.md)
+#   .devbuild/carry/topk.tar.xz    .devbuild/topk/bin                    (bench/results/topk_cta_table_2026-12-05.md)
+# A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
+# each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
+# variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
+# Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
+# Usage: scripts/device/build_bundles.sh
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+src=$root/.devbuild/src
+built=$root/.devbuild/built
+P=bench/results/path_k_softmax_2026-12-04
+U=bench/results/union_tile_skip_2026-12-04
+S=bench/results/split_k_dsmem_2026-12-04/dsmem_merge.patch
+T=bench/results/topk_cta_table_2026-12-05/threshold_table.patch
+tests="gpu_twins_test gpu_union_tile_test gpu_plans_test"
+
+# name | patches, applied to HEAD in this order | targets (bench/ or tests/)
+VARIANTS="
+main      |                                                                                         | gpu_bench
+uskip     | $U/skip_unseen_blocks.patch                                                             | gpu_bench
+ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                                 | gpu_bench $tests
+dsmem     | $S                                                                                      | gpu_bench
+exp2      | $P/exp2_approx.patch                                                                    | gpu_bench
+orderb    | $P/exp2_approx.patch $P/order_b_in_kernel.patch                                         | gpu_bench
+prescaled | $P/exp2_approx.patch $P/order_b_prescaled.patch                                         | gpu_bench
+all       | $P/exp2_approx.patch $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
+keep      | $P/exp2_approx.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S          | gpu_bench $tests
+topk      | $T                                                                                      | gpu_bench gpu_twins_test
+"
+
+# where the run scripts read it (under .devbuild) | variant/target
+LAYOUT="
+union/bin/gpu_bench                | uskip/gpu_bench
+union/bin/gpu_bench_base           | main/gpu_bench
+union/bin/gpu_union_tile_test      | ucommit/gpu_union_tile_test
+union/bin/gpu_plans_test           | ucommit/gpu_plans_test
+union/bin/gpu_twins_test           | ucommit/gpu_twins_test
+union/bin_commit/gpu_bench         | ucommit/gpu_bench
+union/bin_commit/gpu_bench_base    | uskip/gpu_bench
+pathk/bin_exp2/gpu_bench           | exp2/gpu_bench
+pathk/bin_exp2/gpu_bench_base      | main/gpu_bench
+pathk/bin_prescaled/gpu_bench      | prescaled/gpu_bench
+pathk/bin_prescaled/gpu_bench_base | exp2/gpu_bench
+pathk/bin_orderb/gpu_bench         | orderb/gpu_bench
+pathk/bin_orderb/gpu_bench_base    | exp2/gpu_bench
+pathk/bin_dsmem/gpu_bench          | dsmem/gpu_bench
+pathk/bin_dsmem/gpu_bench_base     | main/gpu_bench
+pathk/bin_all/gpu_bench            | all/gpu_bench
+pathk/bin_all/gpu_twins_test       | all/gpu_twins_test
+pathk/bin_all/gpu_union_tile_test  | all/gpu_union_tile_test
+pathk/bin_all/gpu_plans_test       | all/gpu_plans_test
+pathk/bin_keep/gpu_bench           | keep/gpu_bench
+pathk/bin_keep/gpu_twins_test      | keep/gpu_twins_test
+pathk/bin_keep/gpu_union_tile_test | keep/gpu_union_tile_test
+pathk/bin_keep/gpu_plans_test      | keep/gpu_plans_test
+topk/bin/gpu_bench                 | topk/gpu_bench
+topk/bin/gpu_bench_base            | main/gpu_bench
+topk/bin/gpu_twins_test            | topk/gpu_twins_test
+"
+# archive | the folder under .devbuild it holds
+ARCHIVES="
+bundle.tar.xz | union
+pathk.tar.xz  | pathk
+topk.tar.xz   | topk
+"
+
+trim() { sed 's/^ *//; s/ *$//'; }
+command -v nvcc >/dev/null || { echo "build_bundles: nvcc is not on the PATH" >&2; exit 1; }
+head=$(git rev-parse HEAD)
+if [ -d "$src" ]; then
+  git -C "$src" checkout -q --detach "$head"
+else
+  git worktree add -q --detach "$src" "$head"
+fi
+if [ ! -f "$src/build/build.ninja" ]; then
+  cmake -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache \
+    -DMSA_ENABLE_CUDA=ON -DMSA_BUILD_PYTHON=OFF -DPython3_EXECUTABLE="$root/.venv/bin/python" \
+    -S "$src" -B "$src/build" >/dev/null
+fi
+
+rm -rf "$built"
+count=$(echo "$VARIANTS" | grep -c '|')
+n=0
+while IFS='|' read -r name patches targets; do
+  name=$(echo "$name" | trim)
+  [ -n "$name" ] || continue
+  n=$((n + 1))
+  start=$SECONDS
+  git -C "$src" reset -q --hard "$head"
+  git -C "$src" clean -fdq
+  for patch in $patches; do
+    git -C "$src" apply "$root/$patch" || { echo "build_bundles: $patch does not apply to $head (variant $name)" >&2; exit 1; }
+  done
+  echo "[$n/$count] $name: building $(echo "$targets" | trim)"
+  ninja -C "$src/build" -j "${JOBS:-2}" $targets >"$built.log" 2>&1 ||
+    { tail -n 30 "$built.log" >&2; echo "build_bundles: variant $name failed to build (log $built.log)" >&2; exit 1; }
+  mkdir -p "$built/$name"
+  for target in $targets; do
+    binary=$(find "$src/build/bench" "$src/build/tests" -maxdepth 1 -type f -name "$target" | head -n 1)
+    strip -o "$built/$name/$target" "$binary"
+  done
+  echo "[$n/$count] $name: done in $((SECONDS - start)) s"
+done <<<"$VARIANTS"
+git -C "$src" reset -q --hard "$head"
+
+while IFS='|' read -r place from; do
+  place=$(echo "$place" | trim)
+  [ -n "$place" ] || continue
+  mkdir -p "$root/.devbuild/$(dirname "$place")"
+  cp "$built/$(echo "$from" | trim)" "$root/.devbuild/$place"
+done <<<"$LAYOUT"
+# The shared libraries that the built binaries link and the device machine lacks (the tests link both).
+mkdir -p "$root/.devbuild/union/lib"
+for lib in libhwy.so.1 libgomp.so.1; do
+  path=$(ldd "$built"/*/* | awk -v lib="$lib" '$1 == lib && !found {print $3; found = 1}')
+  [ -z "$path" ] || cp -L "$path" "$root/.devbuild/union/lib/$lib"
+done
+
+mkdir -p "$root/.devbuild/carry"
+while IFS='|' read -r archive folder; do
+  archive=$(echo "$archive" | trim)
+  [ -n "$archive" ] || continue
+  tar cJf "$root/.devbuild/carry/$archive.partial" -C "$root" ".devbuild/$(echo "$folder" | trim)"
+  mv "$root/.devbuild/carry/$archive.partial" "$root/.devbuild/carry/$archive"
+  echo "$archive: $(du -h "$root/.devbuild/carry/$archive" | cut -f1)"
+done <<<"$ARCHIVES"
+echo "build_bundles: built from $head"
