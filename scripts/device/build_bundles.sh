@@ -77,6 +77,7 @@ head=$(git rev-parse HEAD)
 if [ -d "$src" ]; then
   git -C "$src" checkout -q --detach "$head"
 else
+  git worktree prune  # a worktree folder deleted by hand stays registered until pruned
   git worktree add -q --detach "$src" "$head"
 fi
 if [ ! -f "$src/build/build.ninja" ]; then
