@@ -9,7 +9,7 @@
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
-# Usage: scripts/device/build_bundles.sh
+# Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -111,6 +111,8 @@ while IFS='|' read -r name patches targets; do
 done <<<"$VARIANTS"
 git -C "$src" reset -q --hard "$head"
 
+# Each bundle's folder is made afresh, so that no binary of an earlier layout stays in it.
+for folder in $(echo "$LAYOUT" | awk -F/ '/\|/ {print $1}' | sort -u); do rm -rf "${root:?}/.devbuild/$folder"; done
 while IFS='|' read -r place from; do
   place=$(echo "$place" | trim)
   [ -n "$place" ] || continue
