@@ -177,7 +177,7 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
       for (int half = 0; half < 2; ++half) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-          p[half][e] = exp2f(fmaf(s[2 * kt + half][e], kLog2e, -m_log2[e / 2]));
+          p[half][e] = mma::Exp2Approx(fmaf(s[2 * kt + half][e], kLog2e, -m_log2[e / 2]));
           l_row[e / 2] += p[half][e];
         }
       }

@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
       float p[8];
 #pragma unroll
       for (int x = 0; x < 8; ++x) {
-        p[x] = exp2f(fmaf(s[8 * kk + x], kLog2e, -m_log2[(x % 4) / 2]));
+        p[x] = mma::Exp2Approx(fmaf(s[8 * kk + x], kLog2e, -m_log2[(x % 4) / 2]));
         l_row[(x % 4) / 2] += p[x];
       }
       pa[kk][0] = PackPair<kLowp>(p[0], p[1]);

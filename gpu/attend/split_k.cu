@@ -165,7 +165,8 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) p[half][e] = exp2f(fmaf(sc[2 * j + half][e], kv_outer::kLog2e, -m_log2[e / 2]));
+      for (int e = 0; e < 4; ++e)
+        p[half][e] = mma::Exp2Approx(fmaf(sc[2 * j + half][e], kv_outer::kLog2e, -m_log2[e / 2]));
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         *reinterpret_cast<float2*>(x.p + row_h[h] * kPStride + kt * 16 + half * 8 + tig * 2) =

@@ -221,14 +221,6 @@ struct RowState {
   float l[2] = {0.0f, 0.0f};
 };
 
-// 2^x by the special-function unit (ex2.approx.ftz.f32: relative error about 2^-22, far inside the storage format's
-// rounding of p; 2^-inf = 0).
-__device__ inline float Exp2Approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
-}
-
 // Scores of keys at or past key_limit[h] -> -inf (where kMasked), and m[h] = max(m[h], row h's scores of this thread).
 // Two running maxima per row halve the dependent chain; max is exact, so the order changes no bit.
 template <bool kMasked>
@@ -282,7 +274,7 @@ __device__ inline void SoftmaxStep(float (&s)[64], const KeyLimits& keys, int ti
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 1));
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 2));
     m_log2[h] = m_new[h] == -INFINITY ? 0.0f : m_new[h] * kLog2e;
-    alpha[h] = state.m[h] == m_new[h] ? 1.0f : Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
+    alpha[h] = state.m[h] == m_new[h] ? 1.0f : mma::Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
     state.m[h] = m_new[h];
     // Rounded on its own, never fused with the first l += p below: whether ptxas fuses them depends on the kernel
     // around this code, and union-tile and union-tile-ws must give the same bits.
@@ -290,7 +282,7 @@ __device__ inline void SoftmaxStep(float (&s)[64], const KeyLimits& keys, int ti
   }
 #pragma unroll
   for (int x = 0; x < 64; ++x) {
-    s[x] = Exp2Approx(fmaf(s[x], kLog2e, -m_log2[(x % 4) / 2]));
+    s[x] = mma::Exp2Approx(fmaf(s[x], kLog2e, -m_log2[(x % 4) / 2]));
     state.l[(x % 4) / 2] += s[x];
   }
 }

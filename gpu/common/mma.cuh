@@ -34,6 +34,16 @@ __device__ inline uint16_t Score16(float dot, float scale) {
   return FromFloat<kLowp>(ToFloat<kLowp>(FromFloat<kLowp>(dot)) * scale);
 }
 
+// 2^x by the special-function unit (ex2.approx.ftz.f32: relative error about 2^-22, far inside the storage format's
+// rounding of p; 2^-inf = 0). exp2f is the same instruction where 2^x is a normal float; below 2^-126 it adds two
+// multiplies and a compare per call to return the subnormal, where this returns 0. The softmax kernels take this one:
+// a p under 2^-126 is lost in l (which holds the row maximum's term, about 1) and in O either way.
+__device__ inline float Exp2Approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
 // (lo, hi) rounded to the storage format (nearest even, as FromFloat) in one paired conversion, lo in the low half.
 template <int kLowp>
 __device__ inline uint32_t Pack(float lo, float hi) {
