@@ -21,17 +21,16 @@ S=bench/results/split_k_dsmem_2026-12-04/dsmem_merge.patch
 T=bench/results/topk_cta_table_2026-12-05/threshold_table.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test"
 
-# name | patches, applied to HEAD in this order | targets (bench/ or tests/)
+# name | patches, applied to HEAD in this order | targets (bench/ or tests/). exp2_approx.patch is part of HEAD.
 VARIANTS="
 main      |                                                                                         | gpu_bench
 uskip     | $U/skip_unseen_blocks.patch                                                             | gpu_bench
 ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                                 | gpu_bench $tests
 dsmem     | $S                                                                                      | gpu_bench
-exp2      | $P/exp2_approx.patch                                                                    | gpu_bench
-orderb    | $P/exp2_approx.patch $P/order_b_in_kernel.patch                                         | gpu_bench
-prescaled | $P/exp2_approx.patch $P/order_b_prescaled.patch                                         | gpu_bench
-all       | $P/exp2_approx.patch $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
-keep      | $P/exp2_approx.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S          | gpu_bench $tests
+orderb    | $P/order_b_in_kernel.patch                                         | gpu_bench
+prescaled | $P/order_b_prescaled.patch                                         | gpu_bench
+all       | $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
+keep      | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S          | gpu_bench $tests
 topk      | $T                                                                                      | gpu_bench gpu_twins_test
 "
 
@@ -44,12 +43,10 @@ union/bin/gpu_plans_test           | ucommit/gpu_plans_test
 union/bin/gpu_twins_test           | ucommit/gpu_twins_test
 union/bin_commit/gpu_bench         | ucommit/gpu_bench
 union/bin_commit/gpu_bench_base    | uskip/gpu_bench
-pathk/bin_exp2/gpu_bench           | exp2/gpu_bench
-pathk/bin_exp2/gpu_bench_base      | main/gpu_bench
 pathk/bin_prescaled/gpu_bench      | prescaled/gpu_bench
-pathk/bin_prescaled/gpu_bench_base | exp2/gpu_bench
+pathk/bin_prescaled/gpu_bench_base | main/gpu_bench
 pathk/bin_orderb/gpu_bench         | orderb/gpu_bench
-pathk/bin_orderb/gpu_bench_base    | exp2/gpu_bench
+pathk/bin_orderb/gpu_bench_base    | main/gpu_bench
 pathk/bin_dsmem/gpu_bench          | dsmem/gpu_bench
 pathk/bin_dsmem/gpu_bench_base     | main/gpu_bench
 pathk/bin_all/gpu_bench            | all/gpu_bench
