@@ -23,15 +23,15 @@ tests="gpu_twins_test gpu_union_tile_test gpu_plans_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/). exp2_approx.patch is part of HEAD.
 VARIANTS="
-main      |                                                                                         | gpu_bench
-uskip     | $U/skip_unseen_blocks.patch                                                             | gpu_bench
-ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                                 | gpu_bench $tests
-dsmem     | $S                                                                                      | gpu_bench
-orderb    | $P/order_b_in_kernel.patch                                         | gpu_bench
-prescaled | $P/order_b_prescaled.patch                                         | gpu_bench
+main      |                                                                                       | gpu_bench
+uskip     | $U/skip_unseen_blocks.patch                                                           | gpu_bench
+ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                               | gpu_bench $tests
+dsmem     | $S                                                                                    | gpu_bench
+orderb    | $P/order_b_in_kernel.patch                                                            | gpu_bench
+prescaled | $P/order_b_prescaled.patch                                                            | gpu_bench
 all       | $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
-keep      | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S          | gpu_bench $tests
-topk      | $T                                                                                      | gpu_bench gpu_twins_test
+keep      | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S                            | gpu_bench $tests
+topk      | $T                                                                                    | gpu_bench gpu_twins_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run on 2026-12-05 (bench/results/prepared_patches_2026-12-05.md; pathk/bin_exp2 is no longer built: exp2_approx is on main). Four interleaved A/Bs in one device call
+# Run on 2026-12-05 (bench/results/prepared_patches_2026-12-05.md); build_bundles.sh no longer builds pathk/bin_exp2,
+# since exp2_approx is on main. Four interleaved A/Bs in one device call
 # (carry .devbuild/carry; at most 580 s: give the call its 600 s), each printing per case "same bits" or "BITS
 # DIFFER" (gpu_bench's outputs_digest) and the ratio of medians A / B (bench/results/path_k_softmax_2026-12-04.md
 # says what lands when):
