@@ -3,9 +3,12 @@
 // decode of q_len 1..16 over long contexts; where block maxima tie exactly, the low-precision selection equal to the
 // reference's slot for slot (the tie order of SPEC section 2); and SPEC section 5's properties on random problems.
 // Without a usable CUDA device the device tests skip saying why; the checks of the cases themselves run anyway.
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -142,6 +145,186 @@ TEST(GpuBackend, DecodeShapesQLen1To16OverALongContext) {
     const Verdict verdict = JudgeGpuOutputs(problem, reference, gpu, precision);
     EXPECT_TRUE(verdict.passed()) << FormatVerdict(verdict);
   }
+}
+
+// The main-branch kernels of the test below, each asked for by its plan keys. `per_block`: the kernel computes each
+// block's partial (or each block's step of an online softmax) on its own, so a block of weight 0 changes no bit of the
+// result; the others group the remaining keys differently without it (gathered keys in 16-key steps; routed may send
+// a tile whose union shrank to the other path).
+struct AttendChoice {
+  const char* attend;
+  const char* lists;
+  bool per_block;
+};
+constexpr AttendChoice kAttendChoices[] = {
+    {"kv-outer", "direct", true},
+    {"kv-outer", "general", true},
+    {"kv-outer-wgmma", "direct", true},
+    {"kv-outer-wgmma", "general", true},
+    {"kv-outer-wgmma-p16", "", true},
+    {"split-k", "", true},
+    {"union-tile", "", true},
+    {"union-tile-ws", "", true},
+    {"routed", "", false},
+    {"q-outer", "", false},
+    {"gathered", "", false},
+};
+
+// A problem whose block 0 is selected by every query and scores -inf in `precision` for every (query, head, key):
+// q's first half of dims is `big`, block 0's keys are -big there and every other key 0, so those dots are
+// -big^2 D/2 (past fp32's range at bf16, past binary16's as a scaled score at fp16) and every other dot is as drawn.
+// Every sequence has at most top_k blocks, so every block is selected, and every query lies past block 0.
+Problem BlockZeroOverflowProblem(Precision precision, std::vector<std::pair<int32_t, int32_t>> lengths) {
+  ProblemSpec spec;
+  spec.config.num_q_heads = 16;
+  spec.config.num_kv_heads = 2;
+  spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 64;
+  spec.config.block_size = 64;
+  spec.config.top_k = 8;
+  spec.config.precision = precision;
+  spec.lengths = std::move(lengths);
+  spec.dtype = DType::kF64;  // stored as doubles, so that the values below can be written in place
+  spec.seed = 701;
+  Problem problem = GenerateProblem(spec);
+  const Config& c = problem.config;
+  const double big = precision == Precision::kFp16 ? 256.0 : std::ldexp(1.0, 63);  // exact in both formats
+  const auto element = [](SafetensorsTensor& t, int64_t i) { return reinterpret_cast<double*>(t.bytes.data()) + i; };
+  const int64_t total_q = problem.cu_seqlens_q.back();
+  for (int64_t i = 0; i < total_q * c.num_q_heads; ++i) {
+    for (int d = 0; d < c.head_dim / 2; ++d) *element(problem.q, i * c.head_dim + d) = big;
+  }
+  for (size_t b = 0; b + 1 < problem.cu_seqlens_k.size(); ++b) {
+    for (int64_t s = problem.cu_seqlens_k[b]; s < problem.cu_seqlens_k[b + 1]; ++s) {
+      const bool in_block_zero = s - problem.cu_seqlens_k[b] < c.block_size;
+      for (int h = 0; h < c.num_kv_heads; ++h) {
+        for (int d = 0; d < c.head_dim / 2; ++d) {
+          *element(problem.k, (s * c.num_kv_heads + h) * c.head_dim + d) = in_block_zero ? -big : 0.0;
+        }
+      }
+    }
+  }
+  return problem;
+}
+
+// A decode batch (split-k, the direct lists) and a prefill batch.
+std::vector<Problem> BlockZeroOverflowProblems(Precision precision) {
+  return {BlockZeroOverflowProblem(precision, {{1, 256}, {1, 130}, {1, 512}}),
+          BlockZeroOverflowProblem(precision, {{40, 256}, {20, 300}})};
+}
+
+// `selection` [Hidx, total_q, top_k] with block 0 taken out of every row (the later ids moved up, -1 after).
+std::vector<int32_t> WithoutBlockZero(const std::vector<int32_t>& selection, int64_t top_k) {
+  std::vector<int32_t> thinned(selection.size(), -1);
+  for (size_t row = 0; row < selection.size() / size_t(top_k); ++row) {
+    size_t next = row * size_t(top_k);
+    for (int64_t slot = 0; slot < top_k; ++slot) {
+      const int32_t id = selection[row * size_t(top_k) + size_t(slot)];
+      if (id > 0) thinned[next++] = id;
+    }
+  }
+  return thinned;
+}
+
+// `backend`'s out and lse on `problem` with `selection`.
+Status AttendOn(const Backend& backend, const Problem& problem, const std::vector<int32_t>& selection,
+                Outputs* outputs) {
+  outputs->Allocate(problem);
+  return Attend(backend, problem.config, problem.attention_inputs(), SelectionView{selection.data()},
+                outputs->attention_outputs());
+}
+
+double MaxAbsDifference(const std::vector<double>& a, const std::vector<double>& b) {
+  double most = a.size() == b.size() ? 0.0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) most = std::max(most, std::fabs(a[i] - b[i]));
+  return most;  // NaN compares false: a NaN element leaves `most` as it was, so the callers also judge finiteness
+}
+
+// Runs without a device: the problems of the test below are what it needs, by the reference and the oracle alone:
+// block 0 in every selection row; the reference's outputs the same bits with block 0 left out of the selection
+// (its exact weight underflows to 0); and an out with a NaN failing the oracle at bf16 and fp16. (The oracle's
+// floors grow with max|q| max|k| over the whole problem, so on these problems it catches NaN and gross errors only;
+// the test's own comparisons are the tight ones.)
+TEST(GpuBackend, BlockZeroOverflowProblemsAreWhatTheGpuTestNeeds) {
+  for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    for (const Problem& problem : BlockZeroOverflowProblems(precision)) {
+      const std::string what =
+          std::string(PrecisionName(precision)) + ", " + std::to_string(problem.cu_seqlens_q.size() - 1) + " sequences";
+      Outputs reference, thinned;
+      ASSERT_TRUE(RunReference(problem, &reference).ok()) << what;
+      const int64_t top_k = problem.config.top_k;
+      for (size_t row = 0; row < reference.topk_indices.size() / size_t(top_k); ++row) {
+        const auto first = reference.topk_indices.begin() + std::ptrdiff_t(row) * top_k;
+        EXPECT_NE(std::find(first, first + top_k, 0), first + top_k) << what << ": row " << row << " lacks block 0";
+      }
+      Problem exact = problem;
+      exact.config.precision = Precision::kExact;
+      ASSERT_TRUE(
+          AttendOn(*FindBackend("reference"), exact, WithoutBlockZero(reference.topk_indices, top_k), &thinned).ok());
+      EXPECT_EQ(BitDiffs(reference.out, thinned.out), 0) << what;
+      EXPECT_EQ(BitDiffs(reference.lse, thinned.lse), 0) << what;
+      JudgeOptions options;
+      options.precision = precision;
+      Verdict verdict;
+      std::vector<double> with_nan = reference.out;
+      with_nan[with_nan.size() / 2] = NAN;
+      ASSERT_TRUE(
+          Judge(problem, reference, Candidate{std::nullopt, with_nan, reference.lse, std::nullopt}, options, &verdict)
+              .ok());
+      EXPECT_FALSE(verdict.passed()) << what << ": an out with a NaN passed";
+    }
+  }
+}
+
+// A selected block whose every score overflows to -inf carries weight 0, as its exact weight e^(s - m) does. On every
+// main-branch kernel the planner runs, at bf16 and fp16, with block 0 selected, against the same kernel with block 0
+// left out of the selection: the same bits for a kernel that treats each block on its own, within 1e-3 (16-key steps
+// regrouped) for the others; every output finite, and passing the oracle against the FP64 reference. (Before this
+// held, the mma.sync tiles and split-k gave the block a NaN partial, and the 16-bit partials stored O_b / l_b as
+// 0 / 0.)
+TEST(GpuBackend, ABlockWhoseScoresAllOverflowToMinusInfinityWeighsNothing) {
+  MSA_REQUIRE_GPU();
+  int64_t runs = 0;
+  for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+    for (const Problem& problem : BlockZeroOverflowProblems(precision)) {
+      Outputs reference;
+      ASSERT_TRUE(RunReference(problem, &reference).ok());
+      const std::vector<int32_t> thinned = WithoutBlockZero(reference.topk_indices, problem.config.top_k);
+      for (const AttendChoice& choice : kAttendChoices) {
+        const std::string request =
+            std::string("attend=") + choice.attend + (*choice.lists ? std::string(",lists=") + choice.lists : "");
+        if (!Runnable(problem, request)) continue;
+        const std::string what = std::string(PrecisionName(precision)) + ", " +
+                                 std::to_string(problem.cu_seqlens_q.size() - 1) + " sequences, " + request;
+        const ScopedPlan attend_plan("attend", choice.attend);
+        const ScopedPlan lists_plan("lists", choice.lists);
+        Outputs full, without;
+        const Status full_status = AttendOn(*Gpu(), problem, reference.topk_indices, &full);
+        ASSERT_TRUE(full_status.ok()) << what << ": " << full_status.message();
+        const Status without_status = AttendOn(*Gpu(), problem, thinned, &without);
+        ASSERT_TRUE(without_status.ok()) << what << ": " << without_status.message();
+        EXPECT_TRUE(std::all_of(full.out.begin(), full.out.end(), [](double x) { return std::isfinite(x); }) &&
+                    std::all_of(full.lse.begin(), full.lse.end(), [](double x) { return std::isfinite(x); }))
+            << what;
+        if (choice.per_block) {
+          EXPECT_EQ(BitDiffs(full.out, without.out), 0) << what << ": out, with block 0 against without it";
+          EXPECT_EQ(BitDiffs(full.lse, without.lse), 0) << what << ": lse, with block 0 against without it";
+        } else {
+          EXPECT_LE(MaxAbsDifference(full.out, without.out), 1e-3) << what << ": out";
+          EXPECT_LE(MaxAbsDifference(full.lse, without.lse), 1e-3) << what << ": lse";
+        }
+        JudgeOptions options;
+        options.precision = precision;
+        Verdict verdict;
+        ASSERT_TRUE(
+            Judge(problem, reference, Candidate{std::nullopt, full.out, full.lse, std::nullopt}, options, &verdict)
+                .ok());
+        EXPECT_TRUE(verdict.passed()) << what << "\n" << FormatVerdict(verdict);
+        ++runs;
+      }
+    }
+  }
+  EXPECT_GT(runs, 0);
+  std::printf("a block of -inf scores: %lld main-branch runs\n", static_cast<long long>(runs));
 }
 
 // SPEC section 5's properties (oracle/properties.h) on the gpu backend alone, at every precision it supports,

@@ -163,12 +163,14 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
         m_row[h] = fmaxf(m_row[h], s[nt][e]);
       }
     }
-    float m_log2[2];  // exp(s - m) = exp2(s * log2(e) - m * log2(e)): one fma and one ex2 per score
+    // exp(s - m) = exp2(s * log2(e) - m * log2(e)): one fma and one ex2 per score. A row whose every score is -inf
+    // (padding, or scores that overflowed) gets p = 0, so l_b = 0 and O_b = 0: a partial of weight 0, not NaN.
+    float m_log2[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 1));
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 2));
-      m_log2[h] = m_row[h] * kLog2e;
+      m_log2[h] = m_row[h] == -INFINITY ? 0.0f : m_row[h] * kLog2e;
     }
 #pragma unroll
     for (int kt = 0; kt < kKeyPad / 16; ++kt) {

@@ -337,14 +337,15 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
 
     // Partials of the tile's rows, to each row's selection slot (as TileAttendKernel): O_b in fp32, or O_b / l_b in
     // the storage format (kPartials16; a row that sees a block has l_b at least its maximum's term, 2^r with r the
-    // rounding error of R(m_b * log2 e): about 1).
+    // rounding error of R(m_b * log2 e): about 1, unless every score of the row overflowed to -inf: then l_b = 0 and
+    // O_b = 0, stored as 0, so that the merge folds 0 with weight 0, not NaN).
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       if (pos_h[h] < 0) continue;  // padding row
       const int64_t part =
           (int64_t(cur.t_local[slot_h[h]]) * g.hq + r * group + head_h[h]) * g.top_k + cur.sel[slot_h[h]];
       if constexpr (kPartials == kv_outer::kPartials16) {
-        const float inv_l = 1.0f / l_row[h];
+        const float inv_l = l_row[h] > 0.0f ? 1.0f / l_row[h] : 0.0f;
         uint16_t* dst = static_cast<uint16_t*>(l.part_o) + part * g.dv;
 #pragma unroll
         for (int j = 0; j < kDims / 8; ++j) {

@@ -5,6 +5,7 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/{bin,bin_commit,lib}  (bench/results/union_tile_skip_2026-12-04.md)
 #   .devbuild/carry/pathk.tar.xz   .devbuild/pathk/bin_*                 (bench/results/path_k_softmax_2026-12-04.md)
 #   .devbuild/carry/topk.tar.xz    .devbuild/topk/bin                    (bench/results/topk_cta_table_2026-12-05.md)
+#   .devbuild/carry/head.tar.xz    .devbuild/head/bin                    (HEAD itself: bench/results/targets_2026-12-05.md)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -19,11 +20,11 @@ P=bench/results/path_k_softmax_2026-12-04
 U=bench/results/union_tile_skip_2026-12-04
 S=bench/results/split_k_dsmem_2026-12-04/dsmem_merge.patch
 T=bench/results/topk_cta_table_2026-12-05/threshold_table.patch
-tests="gpu_twins_test gpu_union_tile_test gpu_plans_test"
+tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/). exp2_approx.patch is part of HEAD.
 VARIANTS="
-main      |                                                                                       | gpu_bench
+main      |                                                                                       | gpu_bench $tests
 uskip     | $U/skip_unseen_blocks.patch                                                           | gpu_bench
 ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                               | gpu_bench $tests
 dsmem     | $S                                                                                    | gpu_bench
@@ -60,12 +61,18 @@ pathk/bin_keep/gpu_plans_test      | keep/gpu_plans_test
 topk/bin/gpu_bench                 | topk/gpu_bench
 topk/bin/gpu_bench_base            | main/gpu_bench
 topk/bin/gpu_twins_test            | topk/gpu_twins_test
+head/bin/gpu_bench                 | main/gpu_bench
+head/bin/gpu_twins_test            | main/gpu_twins_test
+head/bin/gpu_union_tile_test       | main/gpu_union_tile_test
+head/bin/gpu_plans_test            | main/gpu_plans_test
+head/bin/gpu_lowp_test             | main/gpu_lowp_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 pathk.tar.xz  | pathk
 topk.tar.xz   | topk
+head.tar.xz   | head
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
