@@ -6,6 +6,7 @@
 #   .devbuild/carry/pathk.tar.xz   .devbuild/pathk/bin_*                 (bench/results/path_k_softmax_2026-12-04.md)
 #   .devbuild/carry/topk.tar.xz    .devbuild/topk/bin                    (bench/results/topk_cta_table_2026-12-05.md)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin                    (HEAD itself: bench/results/targets_2026-12-05.md)
+#   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin                   (the same, -inf fix reverted: the test must fail)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -20,6 +21,7 @@ P=bench/results/path_k_softmax_2026-12-04
 U=bench/results/union_tile_skip_2026-12-04
 S=bench/results/split_k_dsmem_2026-12-04/dsmem_merge.patch
 T=bench/results/topk_cta_table_2026-12-05/threshold_table.patch
+F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/). exp2_approx.patch is part of HEAD.
@@ -33,6 +35,7 @@ prescaled | $P/order_b_prescaled.patch                                          
 all       | $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
 keep      | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S                            | gpu_bench $tests
 topk      | $T                                                                                    | gpu_bench gpu_twins_test
+nofix     | $F                                                                                    | gpu_lowp_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -66,6 +69,7 @@ head/bin/gpu_twins_test            | main/gpu_twins_test
 head/bin/gpu_union_tile_test       | main/gpu_union_tile_test
 head/bin/gpu_plans_test            | main/gpu_plans_test
 head/bin/gpu_lowp_test             | main/gpu_lowp_test
+nofix/bin/gpu_lowp_test            | nofix/gpu_lowp_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -73,6 +77,7 @@ bundle.tar.xz | union
 pathk.tar.xz  | pathk
 topk.tar.xz   | topk
 head.tar.xz   | head
+nofix.tar.xz  | nofix
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
