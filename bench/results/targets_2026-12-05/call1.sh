@@ -5,10 +5,7 @@
 # measured in the same call: the step at batch 1 (4K, 256K, 1M) and at batch >= 8, and the batch-1 step at 4K, 16K
 # and 256K with the mma.sync index kernel, the warp top-k or kv-outer-wgmma in place of auto's choice.
 set -uo pipefail
-tar xJf .devbuild/carry/head.tar.xz
-tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
-export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
-B=.devbuild/head/bin
+source scripts/device/head_bundle.sh
 export COMMIT=${COMMIT:-unknown} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader
 source scripts/device/steps.sh

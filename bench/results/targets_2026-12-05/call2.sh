@@ -3,10 +3,7 @@
 # measuring its own ceilings in the same call: the 128K prefill against torch SDPA on four selections (the default
 # plan: routed), the index branch at 128K against the bf16 GEMM ceiling, and the 1M prefill against torch SDPA.
 set -uo pipefail
-tar xJf .devbuild/carry/head.tar.xz
-tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
-export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
-B=.devbuild/head/bin
+source scripts/device/head_bundle.sh
 export COMMIT=${COMMIT:-unknown} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader
 source scripts/device/steps.sh

@@ -3,10 +3,7 @@
 # the token-scores index plans and the union-tile plans against FP64 under the oracle, and compute-sanitizer racecheck
 # on small cases of path K (prefill) and split-k (decode) with room to finish.
 set -uo pipefail
-tar xJf .devbuild/carry/head.tar.xz
-tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
-export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
-B=.devbuild/head/bin
+source scripts/device/head_bundle.sh
 source scripts/device/steps.sh
 MSA_GPU_PLANS_MATCHING='index=token-scores,batch=per-sequence,topk=warp,lists=' \
   step plans_token_scores 100 $B/gpu_plans_test

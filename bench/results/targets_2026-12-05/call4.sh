@@ -3,10 +3,7 @@
 # one script (each call ran one line of steps): sanitizers and plans that cover the kernels the commit under test
 # changed (the mma.sync tiles, split-k, the 16-bit partials), on HEAD's binaries.
 set -uo pipefail
-tar xJf .devbuild/carry/head.tar.xz
-tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
-export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
-B=.devbuild/head/bin
+source scripts/device/head_bundle.sh
 source scripts/device/steps.sh
 # call 4 (STEPS_BUDGET=420)
 step memcheck_overflow 120 compute-sanitizer --tool memcheck $B/gpu_lowp_test --gtest_filter='*Weighs*'

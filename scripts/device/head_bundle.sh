@@ -1,0 +1,6 @@
+# scripts/device/head_bundle.sh: sourced by a device run's script (carry .devbuild/carry): unpacks build_bundles.sh's
+# head bundle (HEAD's binaries) and the shared libraries they link, and sets B to the binaries' folder.
+tar xJf .devbuild/carry/head.tar.xz
+tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
+export LD_LIBRARY_PATH=$PWD/.devbuild/union/lib
+B=.devbuild/head/bin
