@@ -21,7 +21,7 @@ constexpr int kKeyPad = 128;            // keys of one block, zero-padded (block
 constexpr int kDimPad = 128;            // head dims, zero-padded
 constexpr int kStride = kDimPad + 8;    // halves per smem row: ldmatrix conflict-free
 constexpr int kCtasPerSm = 2;
-constexpr float kLog2e = 1.4426950408889634f;
+using mma::kLog2e;
 constexpr size_t kSmemBytes =
     size_t(kTileRows + 2 * kKeyPad) * kStride * 2 + kTileRows * (sizeof(int32_t) + sizeof(int64_t));
 
@@ -164,13 +164,13 @@ __device__ inline void AttendTile(const uint16_t* q, const uint16_t* k, const ui
       }
     }
     // exp(s - m) = exp2(s * log2(e) - m * log2(e)): one fma and one ex2 per score. A row whose every score is -inf
-    // (padding, or scores that overflowed) gets p = 0, so l_b = 0 and O_b = 0: a partial of weight 0, not NaN.
+    // gets p = 0 (MaxLog2), so l_b = 0 and O_b = 0: a partial of weight 0.
     float m_log2[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 1));
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(kFullMask, m_row[h], 2));
-      m_log2[h] = m_row[h] == -INFINITY ? 0.0f : m_row[h] * kLog2e;
+      m_log2[h] = mma::MaxLog2(m_row[h]);
     }
 #pragma unroll
     for (int kt = 0; kt < kKeyPad / 16; ++kt) {

@@ -74,7 +74,7 @@ static_assert(kThreads == kTileRows * 2, "threads 0-63 stage the tile metadata, 
 
 // The device code proper exists only in the compute_90a pass; the other passes compile an empty kernel.
 #if defined(MSA_WGMMA_ENABLED)
-constexpr float kLog2e = 1.4426950408889634f;
+using mma::kLog2e;
 constexpr uint32_t kChunks = kDims / 8;         // 16-byte chunks per Q / K / V row
 constexpr uint32_t kAtomBytes = 8 * kRowBytes;  // one 128-byte-swizzle atom: 8 rows (the descriptors' SBO)
 
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
     for (int h = 0; h < 2; ++h) {
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 1));
       m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 2));
-      m_log2[h] = m_row[h] == -INFINITY ? 0.0f : m_row[h] * kLog2e;
+      m_log2[h] = mma::MaxLog2(m_row[h]);
     }
     // P in the storage format: keys 16kk..16kk+15 are accumulator chunks 2kk, 2kk + 1 = one A fragment.
     uint32_t pa[kKeys / 16][4];

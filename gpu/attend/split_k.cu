@@ -156,7 +156,7 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
   for (int h = 0; h < 2; ++h) {
     m_row[h] = x.warp_max[row_h[h]];
     for (int w = 1; w < kWarps; ++w) m_row[h] = fmaxf(m_row[h], x.warp_max[w * kRows + row_h[h]]);
-    m_log2[h] = m_row[h] == -INFINITY ? 0.0f : m_row[h] * kv_outer::kLog2e;  // as AttendTile: p = 0, not NaN
+    m_log2[h] = mma::MaxLog2(m_row[h]);
   }
 #pragma unroll
   for (int j = 0; j < kKeyTilesPerWarp; ++j) {

@@ -65,7 +65,7 @@ struct UnionScratch {
 };
 
 #if defined(MSA_WGMMA_ENABLED)
-constexpr float kLog2e = 1.4426950408889634f;
+using mma::kLog2e;
 constexpr uint32_t kChunks = kDims / 8;         // 16-byte chunks per row
 constexpr uint32_t kAtomBytes = 8 * kRowBytes;  // one 128-byte-swizzle atom: 8 rows (the descriptors' SBO)
 
@@ -273,7 +273,7 @@ __device__ inline void SoftmaxStep(float (&s)[64], const KeyLimits& keys, int ti
   for (int h = 0; h < 2; ++h) {
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 1));
     m_new[h] = fmaxf(m_new[h], __shfl_xor_sync(mma::kFullMask, m_new[h], 2));
-    m_log2[h] = m_new[h] == -INFINITY ? 0.0f : m_new[h] * kLog2e;
+    m_log2[h] = mma::MaxLog2(m_new[h]);
     alpha[h] = state.m[h] == m_new[h] ? 1.0f : mma::Exp2Approx(fmaf(state.m[h], kLog2e, -m_log2[h]));
     state.m[h] = m_new[h];
     // Rounded on its own, never fused with the first l += p below: whether ptxas fuses them depends on the kernel

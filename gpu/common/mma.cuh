@@ -34,6 +34,13 @@ __device__ inline uint16_t Score16(float dot, float scale) {
   return FromFloat<kLowp>(ToFloat<kLowp>(FromFloat<kLowp>(dot)) * scale);
 }
 
+constexpr float kLog2e = 1.4426950408889634f;  // log2(e): exp(x) = 2^(x log2(e))
+
+// The exponent offset of a softmax row whose maximum is m: m log2(e), so that exp(s - m) = 2^(s log2(e) - offset);
+// 0 where m = -inf (every score of the row -inf: a padding row, or scores that overflowed), so that each of its p is
+// 2^-inf = 0, a weight of 0, where m log2(e) would give 2^NaN.
+__device__ inline float MaxLog2(float m) { return m == -INFINITY ? 0.0f : m * kLog2e; }
+
 // 2^x by the special-function unit (ex2.approx.ftz.f32: relative error about 2^-22, far inside the storage format's
 // rounding of p; 2^-inf = 0). exp2f is the same instruction where 2^x is a normal float; below 2^-126 it adds two
 // multiplies and a compare per call to return the subnormal, where this returns 0. The softmax kernels take this one:
