@@ -175,16 +175,9 @@ constexpr AttendChoice kAttendChoices[] = {
 // -big^2 D/2 (past fp32's range at bf16, past binary16's as a scaled score at fp16) and every other dot is as drawn.
 // Every sequence has at most top_k blocks, so every block is selected, and every query lies past block 0.
 Problem BlockZeroOverflowProblem(Precision precision, std::vector<std::pair<int32_t, int32_t>> lengths) {
-  ProblemSpec spec;
-  spec.config.num_q_heads = 16;
-  spec.config.num_kv_heads = 2;
-  spec.config.head_dim = spec.config.value_dim = spec.config.index_head_dim = 64;
-  spec.config.block_size = 64;
-  spec.config.top_k = 8;
+  // Stored as doubles (kF64), so that the values below can be written in place.
+  ProblemSpec spec = MakeSpec(16, 2, 64, 64, 8, 0, Pooling::kMax, std::move(lengths), DType::kF64, 701);
   spec.config.precision = precision;
-  spec.lengths = std::move(lengths);
-  spec.dtype = DType::kF64;  // stored as doubles, so that the values below can be written in place
-  spec.seed = 701;
   Problem problem = GenerateProblem(spec);
   const Config& c = problem.config;
   const double big = precision == Precision::kFp16 ? 256.0 : std::ldexp(1.0, 63);  // exact in both formats
