@@ -421,7 +421,7 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
     ws->max_blocks = shapes.max_blocks;
     MSA_RETURN_IF_ERROR(
         ws->bytes.Allocate(int64_t(SplitKAheadBytes(ws->geometry, ws->max_blocks)), "split-k-ahead partial results"));
-    return ws->side.Create();
+    return ws->side.Create(SidePriority::kLowest);  // the index branch's CTAs first
   }
   if (!TakesKvOuterWorkspace(plan.attend)) return Status::Ok();
   ws->kv_outer = PlanKvOuter(ws->geometry, shapes.num_blocks, kChunkBudgetBytes, plan.lists == KvLists::kDirect);
@@ -429,7 +429,7 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
     return InvalidArgument("gpu pipeline: the KV-outer lists of this plan do not fit this batch (use PlanKernels)");
   }
   MSA_RETURN_IF_ERROR(ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results"));
-  if (plan.attend == AttendKernel::kRouted) MSA_RETURN_IF_ERROR(ws->side.Create());
+  if (plan.attend == AttendKernel::kRouted) MSA_RETURN_IF_ERROR(ws->side.Create(SidePriority::kHighest));
   return Status::Ok();
 }
 
@@ -458,12 +458,14 @@ Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& 
     MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index_inputs, selection, select_workspace, stream));
     return AttendOnDevice(config, plan, attend_inputs, outputs, attend_workspace, stream);
   }
+  // The fork is recorded before the index branch and the ahead stage enqueued after it: the stage depends on the step's
+  // inputs only, and the index branch's kernels come first in launch order (and in a captured graph's node order).
   const SideStream& side = attend_workspace->side.handles();
   MSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(side.fork, stream));
+  MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index_inputs, selection, select_workspace, stream));
   MSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side.stream, side.fork, 0));
   MSA_CUDA_RETURN_IF_ERROR(stages.ahead(AttendArgs{config, attend_inputs, outputs, *attend_workspace, side.stream}));
   MSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(side.join, side.stream));
-  MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index_inputs, selection, select_workspace, stream));
   MSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side.join, 0));
   MSA_CUDA_RETURN_IF_ERROR(stages.after(AttendArgs{config, attend_inputs, outputs, *attend_workspace, stream}));
   return Status::Ok();
