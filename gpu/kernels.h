@@ -240,19 +240,6 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse,
                          cudaStream_t stream = nullptr);
 
-// The split-K main branch with its tile work ahead of the selection (gpu/attend/split_k_ahead.cu), for decode steps of
-// short rows: a block's partial depends on the query, the block and its keys, not on which blocks are chosen.
-// SplitKAheadPartials computes the partial of every block each query sees (a CTA per (query, group, block),
-// SplitKAttend's one-query tile, its bits) and reads no selection; SplitKAheadMerge, a programmatic dependent of the
-// kernel before it, waits for it and then folds each row's selected partials with SplitKAttend's merge: out and lse
-// are SplitKAttend's bits. workspace: SplitKAheadBytes(g, max_blocks), max_blocks the blocks of the longest row.
-// Needs SplitKAheadFits(g, max_blocks): cudaErrorInvalidValue otherwise (nothing enqueued).
-cudaError_t SplitKAheadPartials(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                                int64_t max_blocks, void* workspace, cudaStream_t stream = nullptr);
-cudaError_t SplitKAheadMerge(const int32_t* topk, const AttendGeometry& g, int64_t max_blocks, const void* workspace,
-                             double* out, double* lse, cudaStream_t stream = nullptr);
-
 // Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
 // consecutive queries x one group, UnionTileCount(g) tiles, tile = run * Hkv + group) walks the ascending union of
 // its rows' selected blocks once, each row masked to its own blocks, online softmax in fp32 with P in the storage

@@ -163,7 +163,6 @@ constexpr AttendChoice kAttendChoices[] = {
     {"kv-outer-wgmma", "general", true},
     {"kv-outer-wgmma-p16", "", true},
     {"split-k", "", true},
-    {"split-k-ahead", "", true},
     {"union-tile", "", true},
     {"union-tile-ws", "", true},
     {"routed", "", false},

@@ -61,10 +61,9 @@ std::string BitClass(gpu::KernelPlan plan) {
   if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta) plan.topk = TopKKernel::kWarp;
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
-  if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK ||
-      plan.attend == AttendKernel::kSplitKAhead) {
+  if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK) {
     plan.attend = AttendKernel::kKvOuter;
-    plan.lists = KvLists::kGeneral;  // the split-k kernels build none; their tiles and merge are kv-outer's
+    plan.lists = KvLists::kGeneral;  // split-k builds none; its tiles and merge are kv-outer's
   }
   if (plan.attend == AttendKernel::kUnionTileWs) plan.attend = AttendKernel::kUnionTile;
   return FormatKernelPlan(plan);

@@ -190,37 +190,33 @@ TEST(GpuBackend, DirectKvListsGiveTheGeneralListsBits) {
   std::printf("direct vs general KV-outer lists: %lld runs bit-identical\n", static_cast<long long>(compared));
 }
 
-// attend=split-k (one CTA per (query, group, slot), each (query, group)'s cluster merging its rows) and split-k-ahead
-// (the partial of every block, then a merge of the selected ones) give kv-outer's bits on every output: the same tile
-// code, and the same merge arithmetic over the same partials. On the decode-list cases (decode batches, rows with
-// fewer blocks than top_k: -1 slots without a partial) and the plans cases (prefill: many queries per chunk), at bf16
-// and fp16.
-constexpr const char* kKvOuterTwins[] = {"split-k", "split-k-ahead"};
-TEST(GpuBackend, SplitKKernelsGiveTheKvOuterBits) {
+// attend=split-k (one CTA per (query, group, slot), each (query, group)'s cluster merging its rows) gives kv-outer's
+// bits on every output: the same tile code, and the same merge arithmetic over the same partials. On the decode-list
+// cases (decode batches, rows with fewer blocks than top_k: -1 slots without a partial) and the plans cases (prefill:
+// many queries per chunk), at bf16 and fp16.
+TEST(GpuBackend, SplitKGivesTheKvOuterBits) {
   MSA_REQUIRE_GPU();
+  int64_t compared = 0;
   std::vector<TestCase> test_cases = CasesTagged(kTagGpuDecodeLists);
   for (TestCase& c : CasesTagged(kTagGpuPlans)) test_cases.push_back(std::move(c));
-  for (const char* twin : kKvOuterTwins) {
-    int64_t compared = 0;
-    for (const TestCase& test_case : test_cases) {
-      Problem problem = GenerateProblem(test_case.spec);
-      for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
-        problem.config.precision = precision;
-        const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", " + twin;
-        if (!Runnable(problem, std::string("attend=") + twin)) continue;
-        Outputs kv_outer, split_k;
-        const Status kv_outer_status = RunWithKvLists(problem, "kv-outer", "general", &kv_outer);
-        ASSERT_TRUE(kv_outer_status.ok()) << what << ": " << kv_outer_status.message();
-        const ScopedPlan split_plan("attend", twin);
-        const Status split_status = RunBackend(*Gpu(), problem, &split_k);
-        ASSERT_TRUE(split_status.ok()) << what << ": " << split_status.message();
-        ExpectSameBits(kv_outer, split_k, what + " vs kv-outer");
-        ++compared;
-      }
+  for (const TestCase& test_case : test_cases) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "attend=split-k")) continue;
+      Outputs kv_outer, split_k;
+      const Status kv_outer_status = RunWithKvLists(problem, "kv-outer", "general", &kv_outer);
+      ASSERT_TRUE(kv_outer_status.ok()) << what << ": " << kv_outer_status.message();
+      const ScopedPlan split_plan("attend", "split-k");
+      const Status split_status = RunBackend(*Gpu(), problem, &split_k);
+      ASSERT_TRUE(split_status.ok()) << what << ": " << split_status.message();
+      ExpectSameBits(kv_outer, split_k, what + ", split-k vs kv-outer");
+      ++compared;
     }
-    EXPECT_GT(compared, 0) << twin;
-    std::printf("%s vs kv-outer: %lld runs bit-identical\n", twin, static_cast<long long>(compared));
   }
+  EXPECT_GT(compared, 0);
+  std::printf("split-k vs kv-outer: %lld runs bit-identical\n", static_cast<long long>(compared));
 }
 
 // Runs without a device: the kTagGpuDecodeBatch cases are valid problems and decode batches: at most 16 queries per

@@ -302,26 +302,6 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }
 
-TEST(KernelPlan, SplitKAheadNeedsAGroupOf16AndItsPartialsWithinTheBudget) {
-  const Config lowp = Lowp();
-  // No clusters: it runs where split-k cannot (an A100's caps), and auto never picks it.
-  ExpectRuns(lowp, Decode(1, 1, 4096), kH200Caps, "attend=split-k-ahead",
-             "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k-ahead");
-  ExpectRuns(lowp, Decode(1, 1, 4096), kA100Caps, "attend=split-k-ahead",
-             "index=mma,batch=batched,topk=cta,lists=-,attend=split-k-ahead");
-  ExpectRefused(lowp, Decode(1, 1, 4096), kH200Caps, "attend=split-k-ahead,lists=direct", "builds no lists");
-  // A partial per (query, head, block): 4096 queries x 64 heads x 32 blocks x (128 fp32 + m, l) = 4362076160 bytes.
-  ExpectRefused(lowp, Prefill(4096), kH200Caps, "attend=split-k-ahead", "(this batch: 4362076160 bytes)");
-  Config wide_group = lowp;
-  wide_group.num_q_heads = 128;  // a group of 32 heads: past one m16 row tile
-  ExpectRefused(wide_group, Decode(1, 1, 4096), kH200Caps, "attend=split-k-ahead", "group size of at most 16");
-  Config seventeen = lowp;
-  seventeen.top_k = 17;  // the merge's slots
-  ExpectRefused(seventeen, Decode(1, 1, 4096), kH200Caps, "attend=split-k-ahead", "top_k <= 16");
-  constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};  // split-k's one-query tile: 100864 bytes
-  ExpectRefused(lowp, Decode(1, 1, 4096), kNinetySixKiB, "attend=split-k-ahead", "100864 bytes of shared memory");
-}
-
 TEST(KernelPlanParser, ReadsEveryKeyAndLeavesTheRestAuto) {
   const KernelPlan plan = Parsed("index=wgmma,attend=kv-outer");
   EXPECT_EQ(plan.index, IndexKernel::kWgmma);
@@ -343,7 +323,7 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
   EXPECT_NE(message("attend=kv_outer")
                 .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
                       "q-outer, kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, union-tile, union-tile-ws, routed, "
-                      "split-k, split-k-ahead)"),
+                      "split-k)"),
             std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -367,7 +347,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 11));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

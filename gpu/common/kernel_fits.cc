@@ -64,11 +64,6 @@ bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
          kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a() && g.top_k <= caps.max_split_k_cluster;
 }
 
-bool SplitKAheadFits(const AttendGeometry& g, int64_t max_blocks, const DeviceCaps& caps) {
-  return KvOuterAttendFits(g, caps) && g.hq / g.hkv <= 16 && g.top_k <= kSplitKMaxSlots &&
-         kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && g.total_q * g.hkv * max_blocks < (int64_t(1) << 31);
-}
-
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {
   const int group = g.hq / g.hkv;
   return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kKvOuterDimPad && g.dv <= kKvOuterDimPad && g.bk <= kKvOuterKeyPad &&

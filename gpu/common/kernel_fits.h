@@ -76,14 +76,6 @@ inline constexpr int kSplitKMaxSlots = 16;
 // KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes that
 // places a cluster of top_k such CTAs (caps.max_split_k_cluster).
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
-// SplitKAheadAttend (gpu/attend/split_k_ahead.cu): its workspace, a partial (fp32 O_b, then (m_b, l_b)) per (query,
-// head, block) of the longest row's max_blocks blocks.
-inline size_t SplitKAheadBytes(const AttendGeometry& g, int64_t max_blocks) {
-  return size_t(g.total_q) * size_t(g.hq) * size_t(max_blocks) * (size_t(g.dv) * 4 + 8);
-}
-// KvOuterAttendFits, a group of at most 16 heads (one m16 row tile), top_k <= kSplitKMaxSlots, room for
-// kSplitKSmemBytes, and a grid of total_q * Hkv * max_blocks CTAs under 2^31.
-bool SplitKAheadFits(const AttendGeometry& g, int64_t max_blocks, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive
 // queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.

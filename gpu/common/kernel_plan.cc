@@ -44,8 +44,7 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
                                                 {AttendKernel::kUnionTileWs, "union-tile-ws"},
                                                 {AttendKernel::kRouted, "routed"},
-                                                {AttendKernel::kSplitK, "split-k"},
-                                                {AttendKernel::kSplitKAhead, "split-k-ahead"}};
+                                                {AttendKernel::kSplitK, "split-k"}};
 
 template <typename E, size_t N>
 const char* NameOf(const Named<E> (&names)[N], E value) {
@@ -295,17 +294,6 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                       ") and an sm_90a device with " + std::to_string(kSplitKSmemBytes) +
                       " bytes of shared memory per block that places a cluster of top_k such blocks (this one: " +
                       CapsText(caps) + ", clusters of at most " + std::to_string(caps.max_split_k_cluster) + ")");
-  }
-  if (requested == AttendKernel::kSplitKAhead && (!SplitKAheadFits(g, shapes.max_blocks, caps) ||
-                                                  SplitKAheadBytes(g, shapes.max_blocks) > size_t(kChunkBudgetBytes))) {
-    return Refuse("attend", value,
-                  "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, a group size of at most "
-                  "16, top_k <= " +
-                      std::to_string(kSplitKMaxSlots) + ", " + std::to_string(kSplitKSmemBytes) +
-                      " bytes of shared memory per block (this device: " + CapsText(caps) +
-                      ") and the partials of every (query, head, block) within " +
-                      std::to_string(kChunkBudgetBytes >> 30) +
-                      " GiB (this batch: " + std::to_string(SplitKAheadBytes(g, shapes.max_blocks)) + " bytes)");
   }
   if (wgmma_tiles && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");

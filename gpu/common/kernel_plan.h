@@ -67,8 +67,6 @@ enum class AttendKernel {
   kUnionTileWs,      // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16, general lists) by its union
   kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
-  kSplitKAhead,  // "split-k-ahead": SplitKAheadPartials of every block, then SplitKAheadMerge (split-k's bits); its
-                 // partials run beside the index branch in StepOnDevice (gpu/common/pipeline.h)
 };
 
 // Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, and path K of routed).

@@ -209,30 +209,8 @@ cudaError_t AttendSplitK(const AttendArgs& a) {
   return SplitKAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
                       a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
 }
-cudaError_t AttendSplitKAheadPartials(const AttendArgs& a) {
-  return SplitKAheadPartials(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.position, a.in.key_begin, a.ws.geometry, a.scale(),
-                             a.ws.max_blocks, a.ws.bytes.get(), a.stream);
-}
-cudaError_t AttendSplitKAheadMerge(const AttendArgs& a) {
-  return SplitKAheadMerge(a.in.topk, a.ws.geometry, a.ws.max_blocks, a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
-}
-cudaError_t AttendSplitKAhead(const AttendArgs& a) {
-  const cudaError_t err = AttendSplitKAheadPartials(a);
-  return err != cudaSuccess ? err : AttendSplitKAheadMerge(a);
-}
 
 using AttendFn = cudaError_t (*)(const AttendArgs&);
-
-// A main branch in two stages, the first of which reads no selection: StepOnDevice runs `ahead` on the workspace's
-// side stream beside the index branch and `after` once both are done. None for the other kernels.
-struct AheadStages {
-  AttendFn ahead = nullptr, after = nullptr;
-};
-AheadStages AheadStagesFor(AttendKernel kernel) {
-  if (kernel == AttendKernel::kSplitKAhead) return {AttendSplitKAheadPartials, AttendSplitKAheadMerge};
-  return {};
-}
-
 AttendFn AttendKernelFor(AttendKernel kernel) {
   switch (kernel) {
     case AttendKernel::kExact:
@@ -255,8 +233,6 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
       return AttendRouted;
     case AttendKernel::kSplitK:
       return AttendSplitK;
-    case AttendKernel::kSplitKAhead:
-      return AttendSplitKAhead;
     case AttendKernel::kAuto:
       break;
   }
@@ -415,21 +391,14 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
   ws->geometry = AttendGeometryOf(config, shapes.total_q);
   ws->total_k = shapes.total_k;
   ws->kv_outer = KvOuterPlan{};
-  ws->max_blocks = 0;
   if (plan.attend == AttendKernel::kUnionTileWs) MSA_RETURN_IF_ERROR(ws->tile_counter.Allocate(1, "tile counter"));
-  if (plan.attend == AttendKernel::kSplitKAhead) {
-    ws->max_blocks = shapes.max_blocks;
-    MSA_RETURN_IF_ERROR(
-        ws->bytes.Allocate(int64_t(SplitKAheadBytes(ws->geometry, ws->max_blocks)), "split-k-ahead partial results"));
-    return ws->side.Create(SidePriority::kLowest);  // the index branch's CTAs first
-  }
   if (!TakesKvOuterWorkspace(plan.attend)) return Status::Ok();
   ws->kv_outer = PlanKvOuter(ws->geometry, shapes.num_blocks, kChunkBudgetBytes, plan.lists == KvLists::kDirect);
   if (!ws->kv_outer.ok || (plan.lists == KvLists::kDirect) != ws->kv_outer.direct_lists) {
     return InvalidArgument("gpu pipeline: the KV-outer lists of this plan do not fit this batch (use PlanKernels)");
   }
   MSA_RETURN_IF_ERROR(ws->bytes.Allocate(int64_t(ws->kv_outer.bytes), "KV-outer lists and partial results"));
-  if (plan.attend == AttendKernel::kRouted) MSA_RETURN_IF_ERROR(ws->side.Create(SidePriority::kHighest));
+  if (plan.attend == AttendKernel::kRouted) MSA_RETURN_IF_ERROR(ws->side.Create());
   return Status::Ok();
 }
 
@@ -446,28 +415,6 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
   if (attend == nullptr) return NotPlanned("main-branch kernel");
   if (workspace->geometry.total_q <= 0) return Status::Ok();
   MSA_CUDA_RETURN_IF_ERROR(attend(AttendArgs{config, inputs, outputs, *workspace, stream}));
-  return Status::Ok();
-}
-
-Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan,
-                    const DeviceIndexInputs& index_inputs, const DeviceSelection& selection,
-                    SelectWorkspace* select_workspace, const DeviceAttendInputs& attend_inputs,
-                    const DeviceAttendOutputs& outputs, AttendWorkspace* attend_workspace, cudaStream_t stream) {
-  const AheadStages stages = AheadStagesFor(plan.attend);
-  if (stages.ahead == nullptr || attend_workspace->geometry.total_q <= 0) {
-    MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index_inputs, selection, select_workspace, stream));
-    return AttendOnDevice(config, plan, attend_inputs, outputs, attend_workspace, stream);
-  }
-  // The fork is recorded before the index branch and the ahead stage enqueued after it: the stage depends on the step's
-  // inputs only, and the index branch's kernels come first in launch order (and in a captured graph's node order).
-  const SideStream& side = attend_workspace->side.handles();
-  MSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(side.fork, stream));
-  MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index_inputs, selection, select_workspace, stream));
-  MSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  MSA_CUDA_RETURN_IF_ERROR(stages.ahead(AttendArgs{config, attend_inputs, outputs, *attend_workspace, side.stream}));
-  MSA_CUDA_RETURN_IF_ERROR(cudaEventRecord(side.join, side.stream));
-  MSA_CUDA_RETURN_IF_ERROR(cudaStreamWaitEvent(stream, side.join, 0));
-  MSA_CUDA_RETURN_IF_ERROR(stages.after(AttendArgs{config, attend_inputs, outputs, *attend_workspace, stream}));
   return Status::Ok();
 }
 

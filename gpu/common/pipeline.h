@@ -109,7 +109,7 @@ struct DeviceAttendOutputs {
 };
 
 // The KV-outer lists and partial results (empty for the other main-branch kernels), attend=routed's side stream for
-// path K, attend=union-tile-ws's tile counter, attend=split-k-ahead's partials and side stream.
+// path K, and attend=union-tile-ws's tile counter.
 struct AttendWorkspace {
   AttendGeometry geometry;
   int64_t total_k = 0;  // rows of k and v (the bulk tensor copies' bounds)
@@ -117,7 +117,6 @@ struct AttendWorkspace {
   DeviceBuffer<unsigned char> bytes;
   OwnedSideStream side;
   DeviceBuffer<int64_t> tile_counter;  // one
-  int64_t max_blocks = 0;              // attend=split-k-ahead: the partials per (query, head), the longest row's blocks
 };
 Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes, const KernelPlan& plan,
                                AttendWorkspace* workspace);
@@ -128,17 +127,6 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
                       const DeviceAttendOutputs& outputs, AttendWorkspace* workspace, cudaStream_t stream);
 // Whether AttendOnDevice under `plan` enqueues on `stream` only (every low-precision main branch).
 bool AttendRunsOnStream(const KernelPlan& plan);
-
-// ---- a whole step ----
-
-// Enqueues SelectOnDevice and then AttendOnDevice, with their preconditions. A main branch with a stage that reads no
-// selection (attend=split-k-ahead: the partials of every block) runs that stage on the attend workspace's side stream
-// beside the index branch, forked from and joined back onto `stream`, and its merge after both; capturable in a CUDA
-// graph where SelectRunsOnStream and AttendRunsOnStream hold. The outputs are AttendOnDevice's bits.
-Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan,
-                    const DeviceIndexInputs& index_inputs, const DeviceSelection& selection,
-                    SelectWorkspace* select_workspace, const DeviceAttendInputs& attend_inputs,
-                    const DeviceAttendOutputs& outputs, AttendWorkspace* attend_workspace, cudaStream_t stream);
 
 }  // namespace msa::gpu
 

@@ -19,10 +19,8 @@ struct SideStream {
   cudaEvent_t fork = nullptr, join = nullptr;
 };
 
-// Owns a SideStream: a non-blocking stream and two events without timing. Its priority is the device's highest (its
-// few small kernels are scheduled ahead of the waiting blocks of a long kernel on the caller's stream) or lowest (its
-// blocks take the SMs the caller's kernels leave free).
-enum class SidePriority { kHighest, kLowest };
+// Owns a SideStream: a non-blocking stream of the device's highest priority (its few small kernels are scheduled
+// ahead of the waiting blocks of a long kernel on the caller's stream) and two events without timing.
 class OwnedSideStream {
  public:
   OwnedSideStream() = default;
@@ -38,12 +36,11 @@ class OwnedSideStream {
   }
   ~OwnedSideStream() { Release(); }
 
-  Status Create(SidePriority priority) {
+  Status Create() {
     Release();
     int least = 0, greatest = 0;
     MSA_CUDA_RETURN_IF_ERROR(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    MSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&handles_.stream, cudaStreamNonBlocking,
-                                                          priority == SidePriority::kHighest ? greatest : least));
+    MSA_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithPriority(&handles_.stream, cudaStreamNonBlocking, greatest));
     MSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&handles_.fork, cudaEventDisableTiming));
     MSA_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&handles_.join, cudaEventDisableTiming));
     return Status::Ok();
