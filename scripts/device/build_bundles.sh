@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
-# scripts/device/build_bundles.sh: builds the stripped binaries that the prepared device runs carry
-# (bench/results/*/run*.sh, each called with carry .devbuild/carry) from HEAD and the prepared patches, in a scratch
-# worktree (.devbuild/src, its own build folder), so that the checkout itself is never touched. Writes
-#   .devbuild/carry/bundle.tar.xz  .devbuild/union/{bin,bin_commit,lib}  (bench/results/union_tile_skip_2026-12-04.md)
-#   .devbuild/carry/pathk.tar.xz   .devbuild/pathk/bin_*                 (bench/results/path_k_softmax_2026-12-04.md)
-#   .devbuild/carry/topk.tar.xz    .devbuild/topk/bin                    (bench/results/topk_cta_table_2026-12-05.md)
-#   .devbuild/carry/head.tar.xz    .devbuild/head/bin                    (HEAD itself: bench/results/targets_2026-12-05.md)
-#   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin                   (the same, -inf fix reverted: the test must fail)
+# scripts/device/build_bundles.sh: builds the stripped binaries that the prepared device runs carry (each called with
+# carry .devbuild/carry) from HEAD and the prepared patches, in a scratch worktree (.devbuild/src, its own build
+# folder), so that the checkout itself is never touched. Writes
+#   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
+#   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
+#   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
+# The A/B builds of concluded experiments (bench/results/prepared_patches_2026-12-05.md: none landed but exp2_approx,
+# which is part of HEAD) are gone: their patches no longer apply to HEAD.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -17,65 +17,27 @@ cd "$(dirname "$0")/../.."
 root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
-P=bench/results/path_k_softmax_2026-12-04
-U=bench/results/union_tile_skip_2026-12-04
-S=bench/results/split_k_dsmem_2026-12-04/dsmem_merge.patch
-T=bench/results/topk_cta_table_2026-12-05/threshold_table.patch
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
-# name | patches, applied to HEAD in this order | targets (bench/ or tests/). exp2_approx.patch is part of HEAD.
+# name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
-main      |                                                                                       | gpu_bench $tests
-uskip     | $U/skip_unseen_blocks.patch                                                           | gpu_bench
-ucommit   | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch                               | gpu_bench $tests
-dsmem     | $S                                                                                    | gpu_bench
-orderb    | $P/order_b_in_kernel.patch                                                            | gpu_bench
-prescaled | $P/order_b_prescaled.patch                                                            | gpu_bench
-all       | $P/order_b_prescaled.patch $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S | gpu_bench $tests
-keep      | $U/skip_unseen_blocks.patch $U/commit_only_issued.patch $S                            | gpu_bench $tests
-topk      | $T                                                                                    | gpu_bench gpu_twins_test
-nofix     | $F                                                                                    | gpu_lowp_test
+main  |    | gpu_bench $tests
+nofix | $F | gpu_lowp_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
 LAYOUT="
-union/bin/gpu_bench                | uskip/gpu_bench
-union/bin/gpu_bench_base           | main/gpu_bench
-union/bin/gpu_union_tile_test      | ucommit/gpu_union_tile_test
-union/bin/gpu_plans_test           | ucommit/gpu_plans_test
-union/bin/gpu_twins_test           | ucommit/gpu_twins_test
-union/bin_commit/gpu_bench         | ucommit/gpu_bench
-union/bin_commit/gpu_bench_base    | uskip/gpu_bench
-pathk/bin_prescaled/gpu_bench      | prescaled/gpu_bench
-pathk/bin_prescaled/gpu_bench_base | main/gpu_bench
-pathk/bin_orderb/gpu_bench         | orderb/gpu_bench
-pathk/bin_orderb/gpu_bench_base    | main/gpu_bench
-pathk/bin_dsmem/gpu_bench          | dsmem/gpu_bench
-pathk/bin_dsmem/gpu_bench_base     | main/gpu_bench
-pathk/bin_all/gpu_bench            | all/gpu_bench
-pathk/bin_all/gpu_twins_test       | all/gpu_twins_test
-pathk/bin_all/gpu_union_tile_test  | all/gpu_union_tile_test
-pathk/bin_all/gpu_plans_test       | all/gpu_plans_test
-pathk/bin_keep/gpu_bench           | keep/gpu_bench
-pathk/bin_keep/gpu_twins_test      | keep/gpu_twins_test
-pathk/bin_keep/gpu_union_tile_test | keep/gpu_union_tile_test
-pathk/bin_keep/gpu_plans_test      | keep/gpu_plans_test
-topk/bin/gpu_bench                 | topk/gpu_bench
-topk/bin/gpu_bench_base            | main/gpu_bench
-topk/bin/gpu_twins_test            | topk/gpu_twins_test
-head/bin/gpu_bench                 | main/gpu_bench
-head/bin/gpu_twins_test            | main/gpu_twins_test
-head/bin/gpu_union_tile_test       | main/gpu_union_tile_test
-head/bin/gpu_plans_test            | main/gpu_plans_test
-head/bin/gpu_lowp_test             | main/gpu_lowp_test
-nofix/bin/gpu_lowp_test            | nofix/gpu_lowp_test
+head/bin/gpu_bench            | main/gpu_bench
+head/bin/gpu_twins_test       | main/gpu_twins_test
+head/bin/gpu_union_tile_test  | main/gpu_union_tile_test
+head/bin/gpu_plans_test       | main/gpu_plans_test
+head/bin/gpu_lowp_test        | main/gpu_lowp_test
+nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
-pathk.tar.xz  | pathk
-topk.tar.xz   | topk
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 "
@@ -129,6 +91,7 @@ while IFS='|' read -r place from; do
   cp "$built/$(echo "$from" | trim)" "$root/.devbuild/$place"
 done <<<"$LAYOUT"
 # The shared libraries that the built binaries link and the device machine lacks (the tests link both).
+rm -rf "$root/.devbuild/union"
 mkdir -p "$root/.devbuild/union/lib"
 for lib in libhwy.so.1 libgomp.so.1; do
   path=$(ldd "$built"/*/* | awk -v lib="$lib" '$1 == lib && !found {print $3; found = 1}')
@@ -136,6 +99,9 @@ for lib in libhwy.so.1 libgomp.so.1; do
 done
 
 mkdir -p "$root/.devbuild/carry"
+for old in "$root"/.devbuild/carry/*.tar.xz; do  # an earlier layout's archives: never carried again
+  [ -e "$old" ] && ! grep -q "^$(basename "$old") " <<<"$ARCHIVES" && rm -f "$old"
+done
 while IFS='|' read -r archive folder; do
   archive=$(echo "$archive" | trim)
   [ -n "$archive" ] || continue
