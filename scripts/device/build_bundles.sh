@@ -5,6 +5,7 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
+#   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -18,12 +19,14 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
+S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
-main  |    | gpu_bench $tests
-nofix | $F | gpu_lowp_test
+main   |    | gpu_bench $tests
+nofix  | $F | gpu_lowp_test
+stages | $S | gpu_bench gpu_twins_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -34,12 +37,16 @@ head/bin/gpu_union_tile_test  | main/gpu_union_tile_test
 head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
+stages/bin/gpu_bench          | stages/gpu_bench
+stages/bin/gpu_bench_base     | main/gpu_bench
+stages/bin/gpu_twins_test     | stages/gpu_twins_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
+stages.tar.xz | stages
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
