@@ -83,8 +83,9 @@ struct KernelPlan {
   bool operator==(const KernelPlan&) const = default;
 };
 
-// The device-memory budget of one index-branch chunk's scratch and of one KV-outer chunk's partial results.
-inline constexpr int64_t kChunkBudgetBytes = int64_t(2) << 30;
+// The device-memory budget of one index-branch chunk's scratch and of one KV-outer chunk's partial results. Fewer,
+// larger chunks shorten long prefills (docs/performance.md, chunk budget); two such workspaces are at most 16 GiB.
+inline constexpr int64_t kChunkBudgetBytes = int64_t(8) << 30;
 
 // The batch as the planner sees it (ShapesOf fills it from cu_seqlens).
 struct KernelShapes {

@@ -6,12 +6,11 @@
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
-#   .devbuild/carry/budget.tar.xz  .devbuild/budget/bin (bench/results/chunk_budget_2026-12-05.md: A and B builds)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
-# The A/B builds of concluded experiments (bench/results/prepared_patches_2026-12-05.md: none landed but exp2_approx,
-# which is part of HEAD) are gone: their patches no longer apply to HEAD.
+# The A/B builds of concluded experiments are gone once their patches no longer apply to HEAD: those of
+# bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -21,7 +20,6 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
-C=bench/results/chunk_budget_2026-12-05/chunk_budget_8gib.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -29,7 +27,6 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
-budget | $C | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -43,8 +40,6 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 stages/bin/gpu_bench          | stages/gpu_bench
 stages/bin/gpu_bench_base     | main/gpu_bench
 stages/bin/gpu_twins_test     | stages/gpu_twins_test
-budget/bin/gpu_bench          | budget/gpu_bench
-budget/bin/gpu_bench_base     | main/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -52,7 +47,6 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
-budget.tar.xz | budget
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
