@@ -84,7 +84,7 @@ struct KernelPlan {
 };
 
 // The device-memory budget of one index-branch chunk's scratch and of one KV-outer chunk's partial results. Fewer,
-// larger chunks shorten long prefills (docs/performance.md, chunk budget); two such workspaces are at most 16 GiB.
+// larger chunks shorten long prefills (docs/performance.md, the chunk budget), at up to 8 GiB per workspace.
 inline constexpr int64_t kChunkBudgetBytes = int64_t(8) << 30;
 
 // The batch as the planner sees it (ShapesOf fills it from cu_seqlens).
