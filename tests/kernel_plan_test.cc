@@ -235,6 +235,10 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=batched,topk=cta,lists=general,attend=routed");
   ExpectRuns(lowp, Decode(4, 2, 512), kH200Caps, "attend=split-k",
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "index=mma-rank",
+             "index=mma-rank,batch=batched,topk=in-index,lists=direct,attend=kv-outer-wgmma-p16");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "topk=in-index",
+             "index=mma-rank,batch=per-sequence,topk=in-index,lists=general,attend=routed");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -260,6 +264,20 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=threshold", "top_k <= 33");
   ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "topk=cta", "top_k <= 33");
   ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "topk=cta", "262144 blocks) within 232448 bytes");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "index=mma-rank", "clusters of at most 0");
+  ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "index=mma-rank", "top_k <= 33");
+  ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "index=mma-rank", "per candidate block");
+  Config fp16_scores = lowp;
+  fp16_scores.score_format = ScoreFormat::kFp16;
+  ExpectRefused(fp16_scores, Decode(4, 1, 512), kH200Caps, "index=mma-rank", "score_format native");
+  ExpectRefused(lse, Prefill(512), kH200Caps, "index=mma-rank", "max pooling");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=mma,topk=in-index", "inside index=mma-rank's launch");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=mma-rank,topk=cta", "ranks its rows itself");
+  DeviceCaps eight_cta_index_clusters = kH200Caps;  // 16 splits of 32 blocks need a cluster of 16
+  eight_cta_index_clusters.max_block_max_rank_cluster = 8;
+  ExpectRefused(lowp, Decode(1, 1, 4096), eight_cta_index_clusters, "index=mma-rank", "cluster of 16");
+  ExpectRuns(lowp, Decode(1, 1, 1024), eight_cta_index_clusters, "index=mma-rank",
+             "index=mma-rank,batch=batched,topk=in-index,lists=-,attend=split-k");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
@@ -347,7 +365,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(7 * 2 * 6 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

@@ -41,6 +41,21 @@ bool RankTopKFits(int top_k);
 // shared memory per candidate of the longest row (an upper bound: `candidates`), within the device's limit.
 inline constexpr int64_t kRankTopKCtaBytesPerCandidate = 8;
 bool RankTopKCtaFits(int top_k, int64_t candidates, const DeviceCaps& caps);
+// BlockMaxRank (gpu/index/block_max_rank.cu): BlockMaxScores' CTA of 64 rows, the key splits of a row tile one
+// thread block cluster of at most kBlockMaxRankMaxCluster CTAs (H100 / H200's largest, non-portable cluster), which
+// then ranks the tile's rows with RankTopKCta's row ranking in the same shared memory.
+inline constexpr size_t kBlockMaxRankTileSmemBytes = size_t(3 * kBlockMaxKeyTile + 64) * (kBlockMaxDiPad + 8) * 2;
+inline constexpr int kBlockMaxRankMaxCluster = 16;
+// A row tile's key splits: as many as the blocks up to kBlockMaxRankMaxCluster, blocks_per_cta each (the last split
+// may hold fewer), splits * blocks_per_cta >= num_blocks.
+struct BlockMaxRankSplit {
+  int64_t splits = 0, blocks_per_cta = 0;
+};
+BlockMaxRankSplit BlockMaxRankSplitOf(int64_t num_blocks);
+// BlockMaxScoresFits, RankTopKCtaFits for rows of `candidates`, the tile in shared memory, and a device that places a
+// cluster of the splits of num_blocks blocks (caps.max_block_max_rank_cluster).
+bool BlockMaxRankFits(int di, int bk, float scale, int top_k, int64_t num_blocks, int64_t candidates,
+                      const DeviceCaps& caps);
 // RankTopKThreshold beats RankTopK once the longest row sees this many blocks (docs/gpu-kernels.md has the
 // figures); below it RankTopK is faster.
 inline constexpr int64_t kThresholdTopKMinBlocks = 1024;
