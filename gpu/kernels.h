@@ -152,12 +152,12 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
 // workspace, graph-capturable. A batched chunk: grid y = its sequences.
 cudaError_t RankTopKCta(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
 // The block scores of BlockMaxScores and the selection of RankTopK in one launch (block_max_rank.cu), for chunks whose
-// rows see few blocks (decode): the CTAs of a 64-row tile split its key blocks (BlockMaxRankSplitOf) and form one
-// thread block cluster, which ranks the tile's rows once their block maxima are written (RankTopKCta's ranking). bs and
-// bad_row as BlockMaxScores writes them (score_format fp32: nothing may change the scores between the two stages).
-// Needs BlockMaxRankFits(g.di, g.bk, scale, g.top_k, the chunk's blocks, its most candidates) (cudaErrorInvalidValue
-// otherwise, nothing enqueued). One launch, a programmatic dependent of the kernel before it on `stream` (which it
-// waits for first), no workspace, graph-capturable. A batched chunk: grid z = its sequences.
+// rows see at most 96 blocks (decode): each 16-row tile's key blocks are split over one thread block cluster
+// (BlockMaxRankSplitOf), which ranks the tile's rows once their block scores are written. bs and bad_row as
+// BlockMaxScores writes them (score_format native: nothing may change the scores between the two stages). Needs
+// BlockMaxRankFits(g.di, g.bk, scale, the chunk's blocks) (cudaErrorInvalidValue otherwise, nothing enqueued). One
+// launch, a programmatic dependent of the kernel before it on `stream` (which it waits for first), no workspace,
+// graph-capturable. A batched chunk: grid z = its sequences.
 cudaError_t BlockMaxRank(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                          float scale, float* bs, unsigned long long* bad_row, int32_t* topk,
                          cudaStream_t stream = nullptr);

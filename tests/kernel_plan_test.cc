@@ -265,8 +265,9 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "topk=cta", "top_k <= 33");
   ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "topk=cta", "262144 blocks) within 232448 bytes");
   ExpectRefused(lowp, Prefill(512), kA100Caps, "index=mma-rank", "clusters of at most 0");
-  ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "index=mma-rank", "top_k <= 33");
-  ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "index=mma-rank", "per candidate block");
+  ExpectRefused(lowp, Decode(1, 1, 12289), kH200Caps, "index=mma-rank", "at most 96 blocks (this batch's longest: 97)");
+  ExpectRuns(lowp, Decode(1, 1, 12288), kH200Caps, "index=mma-rank",  // 6 blocks a CTA: 214400 bytes
+             "index=mma-rank,batch=batched,topk=in-index,lists=-,attend=split-k");
   Config fp16_scores = lowp;
   fp16_scores.score_format = ScoreFormat::kFp16;
   ExpectRefused(fp16_scores, Decode(4, 1, 512), kH200Caps, "index=mma-rank", "score_format native");
@@ -304,11 +305,11 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   // Room for the KV-outer tile, not for split-k's extra. Split-k's shared memory: the tile (64 + 2 x 128 rows of 136
   // halves, 64 x 12 bytes of entries) 87808 + P (16 x 136 fp32) 8704 + fragments (8 x 32 x 16 bytes) 4096 + row maxima
-  // (4 x 16 fp32) 256 = 100864.
+  // (4 x 16 fp32) 256 + the partial (16 x 128 fp32 and 16 (m, l) pairs) 8320 = 109184.
   constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};
   ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
              "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
-  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "100864 bytes of shared memory");
+  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "109184 bytes of shared memory");
   ExpectRefused(lowp, Decode(4, 1, 512), kA100Caps, "attend=split-k", "sm_90a");  // clusters
   Config seventeen = lowp;
   seventeen.top_k = 17;  // one CTA per slot in a cluster of at most 16

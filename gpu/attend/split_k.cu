@@ -1,7 +1,9 @@
 // The main branch split over selection slots (split-K), for decode: one CTA per (query, group, slot) computes the
 // KV-outer tile of that one block (the group's heads as rows, one partial per row); the top_k CTAs of a (query, group)
 // are one thread block cluster, which synchronizes once every partial is written, and then merges the group's rows,
-// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order). One launch per
+// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order), reading the
+// partials of groups of at most 16 heads from the other CTAs' shared memory (distributed shared memory: no round trip
+// to L2), those of larger groups from the workspace. One launch per
 // chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
 // so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
 // Q rows (groups of at most 16 heads; AttendTile loads them after) and read their query's position and first key
@@ -33,22 +35,27 @@ constexpr int kRows = 16;                                // one m16 row tile: a 
 constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kWarps;  // 16-key steps of S per warp
 constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O per warp
 
-// OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima.
-// P's rows are kPStride floats apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a
-// lane's 4 fragment registers are one 16-byte word.
+// OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima, and
+// the tile's partial, which the cluster's merge reads over distributed shared memory. P's rows are kPStride floats
+// apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a lane's 4 fragment registers are
+// one 16-byte word.
 constexpr int kPStride = kKeyPad + 8;
 struct OneQueryShared {
   float* p;         // [kRows][kPStride]
   uint4* pa;        // [kKeyPad / 16][32 lanes]
   float* warp_max;  // [kWarps][kRows]
+  float* part_o;    // [kRows][kDimPad]: O_b of each row
+  float2* part_ml;  // [kRows]: (m_b, l_b) of each row
 };
-constexpr size_t kOneQuerySmemBytes =
-    size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4;
+constexpr size_t kOneQuerySmemBytes = size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 +
+                                      size_t(kWarps) * kRows * 4 + size_t(kRows) * kDimPad * 4 + size_t(kRows) * 8;
 __device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
   x.pa = reinterpret_cast<uint4*>(x.p + kRows * kPStride);
   x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32);
+  x.part_o = x.warp_max + kWarps * kRows;
+  x.part_ml = reinterpret_cast<float2*>(x.part_o + kRows * kDimPad);
   return x;
 }
 
@@ -89,14 +96,13 @@ __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t ke
   mma::CopyAsyncCommit();
 }
 
-// AttendTile's partial for a tile of one query whose group has at most 16 heads (tile entry `entry`, the query at key
-// position pos, its keys from kb), on all four warps; the same preconditions and the same bits,
-// and Q already issued (LoadGroupQueries).
+// AttendTile's partial for a tile of one query whose group has at most 16 heads (the query at key position pos, its
+// keys from kb), on all four warps, into x.part_o and x.part_ml (row h: the group's head h); the same preconditions
+// and the same bits, and Q already issued (LoadGroupQueries).
 template <int kLowp>
 __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
-                                    int32_t entry, int64_t pos, int64_t kb, int r, int64_t key0,
-                                    const kv_outer::TileShared& s, const OneQueryShared& x, float* part_o,
-                                    float2* part_ml) {
+                                    int64_t pos, int64_t kb, int r, int64_t key0, const kv_outer::TileShared& s,
+                                    const OneQueryShared& x) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int group = g.hq / g.hkv;
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
@@ -222,37 +228,57 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_h[h] >= group) continue;  // padding row
-    const int64_t part = ((entry / g.top_k) * int64_t(g.hq) + r * group + row_h[h]) * g.top_k + entry % g.top_k;
-    float* dst = part_o + part * g.dv;
+    float* dst = x.part_o + row_h[h] * kDimPad;
 #pragma unroll
     for (int j = 0; j < 2 * kDimTilesPerWarp; ++j) {
       const int i = warp * 2 * kDimTilesPerWarp + j;  // 8-dim tile
       if (i * 8 < g.dv) *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
     }
-    if (warp == 0 && tig == 0) part_ml[part] = make_float2(m_row[h], l_row[h]);
+    if (warp == 0 && tig == 0) x.part_ml[row_h[h]] = make_float2(m_row[h], l_row[h]);
   }
 }
 
-// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (SlotWeight,
-// FoldPartial, WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum
-// is their warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j
-// of `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
-// (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
+// Where the merge of one (query, head) row finds slot j's partial: (m_b, l_b) by Ml(j), this lane's 4 dims of O_b by
+// O(j, lane). Both read what other CTAs of the cluster wrote before the cluster's barrier.
+//   ClusterPartials  OneQueryTile's: in the shared memory of the cluster's CTA j (block rank = slot), row `row` of
+//                    its part_o and part_ml, over distributed shared memory (the CTAs stay until the merge is done).
+//   GlobalPartials   AttendTile's: the workspace's partial results of chunk row `row` (ld.global.cg: from L2, never
+//                    a stale L1 line).
+struct ClusterPartials {
+  const OneQueryShared& x;
+  int row;
+  __device__ float2 Ml(int slot) const { return ClusterPeer(x.part_ml, slot)[row]; }
+  __device__ float4 O(int slot, int lane) const {
+    return *reinterpret_cast<const float4*>(ClusterPeer(x.part_o, slot) + row * kDimPad + lane * 4);
+  }
+};
+struct GlobalPartials {
+  const float* part_o;
+  const float2* part_ml;
+  int64_t base;  // chunk row * top_k
+  int dv;
+  __device__ float2 Ml(int slot) const { return __ldcg(part_ml + base + slot); }
+  __device__ float4 O(int slot, int lane) const {
+    return __ldcg(reinterpret_cast<const float4*>(part_o + (base + slot) * dv + lane * 4));
+  }
+};
+
+// The merge of the (query t, head) row by one warp, with MergeRow's steps (SlotWeight, FoldPartial, WriteMergedRow), so
+// its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum is their warp maximum, and the
+// partials fold in ascending block order (`order`: the valid slots in that order; bit j of `valid_mask`: slot j is
+// valid). Every partial load is issued before the first fold: one round trip. top_k <= kMaxSlots.
 constexpr int kMaxSlots = kSplitKMaxSlots;
-__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
-                                       uint32_t valid_mask, const float* part_o, const float2* part_ml, double* out,
-                                       double* lse) {
+template <class Partials>
+__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, const Partials& partials,
+                                       const int32_t* order, uint32_t valid_mask, double* out, double* lse) {
   const int lane = threadIdx.x % 32, valid_slots = __popc(valid_mask);
-  const int64_t base = row * g.top_k;
   const bool lane_valid = (valid_mask >> lane) & 1u;
-  const float2 ml_of_lane = lane_valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);
+  const float2 ml_of_lane = lane_valid ? partials.Ml(lane) : make_float2(-INFINITY, 0.0f);
   const bool owns_dims = lane * 4 < g.dv;
   float4 o[kMaxSlots];
 #pragma unroll
   for (int k = 0; k < kMaxSlots; ++k) {
-    if (owns_dims && k < valid_slots) {
-      o[k] = __ldcg(reinterpret_cast<const float4*>(part_o + (base + order[k]) * g.dv + lane * 4));
-    }
+    if (owns_dims && k < valid_slots) o[k] = partials.O(order[k], lane);
   }
   float m = ml_of_lane.x;
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
@@ -267,8 +293,9 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 }
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
-// cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
-// cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kWarps i).
+// cluster (block rank = slot). Each computes its slot's partials (as KvOuterAttend's tiles do: in its shared memory for
+// a group of at most 16 heads, else in part_o and part_ml), the cluster synchronizes, CTA c's warp w merges the group's
+// rows c + top_k (w + kWarps i), and the cluster synchronizes again before any CTA's shared memory goes.
 template <int kLowp>
 __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
@@ -302,10 +329,10 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   }
   __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
+  const OneQueryShared x = CarveOneQueryShared(split_k_smem + kSmemBytes);
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if (group <= kRows) {
-      OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
-                          CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
+      OneQueryTile<kLowp>(k, v, g, scale, pos, kb, r, int64_t(id) * g.bk, s, x);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, kv_outer::ChunkQueries{nullptr, t0}, r,
                                   int64_t(id) * g.bk, s, part_o, part_ml);
@@ -314,9 +341,15 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kWarps) {
-    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
-                    lse);
+    const int head = r * group + row;
+    if (group <= kRows) {
+      MergeClusterRow(g, t, head, ClusterPartials{x, row}, order, valid_mask, out, lse);
+    } else {
+      const GlobalPartials partials{part_o, part_ml, (t_local * g.hq + head) * g.top_k, g.dv};
+      MergeClusterRow(g, t, head, partials, order, valid_mask, out, lse);
+    }
   }
+  ClusterSync();  // every merge's reads of the cluster's shared memory done
 }
 
 // SplitKAttendKernel's launch attributes: its dynamic shared memory, and clusters past the portable 8 CTAs.

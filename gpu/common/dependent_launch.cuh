@@ -6,6 +6,7 @@
 #ifndef MSA_GPU_COMMON_DEPENDENT_LAUNCH_CUH_
 #define MSA_GPU_COMMON_DEPENDENT_LAUNCH_CUH_
 
+#include <cstdint>
 #include <utility>
 
 #include <cuda_runtime.h>
@@ -33,6 +34,20 @@ __device__ inline void ClusterSync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #else
   __syncthreads();
+#endif
+}
+
+// The generic address of `p` (a variable in this CTA's shared memory) in the shared memory of the cluster's CTA of
+// block rank `rank` (distributed shared memory, compute capability 9.0; mapa). Before sm_90 (no clusters) p itself.
+template <typename T>
+__device__ inline T* ClusterPeer(T* p, int rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  uint64_t peer;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(peer) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
+  return reinterpret_cast<T*>(peer);
+#else
+  (void)rank;
+  return p;
 #endif
 }
 

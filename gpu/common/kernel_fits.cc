@@ -43,11 +43,11 @@ BlockMaxRankSplit BlockMaxRankSplitOf(int64_t num_blocks) {
   return split;
 }
 
-bool BlockMaxRankFits(int di, int bk, float scale, int top_k, int64_t num_blocks, int64_t candidates,
-                      const DeviceCaps& caps) {
-  return BlockMaxScoresFits(di, bk, scale) && RankTopKCtaFits(top_k, candidates, caps) &&
-         kBlockMaxRankTileSmemBytes <= size_t(caps.max_shared_bytes) &&
-         BlockMaxRankSplitOf(num_blocks).splits <= caps.max_block_max_rank_cluster;
+bool BlockMaxRankFits(int di, int bk, float scale, int64_t num_blocks, const DeviceCaps& caps) {
+  const BlockMaxRankSplit split = BlockMaxRankSplitOf(num_blocks);
+  return BlockMaxScoresFits(di, bk, scale) && split.blocks_per_cta <= kBlockMaxRankMaxBlocksPerCta &&
+         BlockMaxRankSmemBytes(int(split.blocks_per_cta), bk) <= size_t(caps.max_shared_bytes) &&
+         split.splits <= caps.max_block_max_rank_cluster;
 }
 
 bool RankTopKThresholdPaysOff(const ChunkGeometry& g) {

@@ -8,7 +8,6 @@
 
 #include "gpu/common/geometry.h"
 #include "gpu/common/kernel_fits.h"
-#include "msa/forced_blocks.h"
 
 namespace msa::gpu {
 namespace {
@@ -158,22 +157,21 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
       break;
     case IndexKernel::kMmaRank: {
       if (!block_max_fits) return Refuse("index", value, block_max_rule);
-      const int64_t blocks = shapes.last_position / bk + 1;
-      const int64_t candidates =
-          ForcedBlocksOf(blocks, config.init_blocks, config.local_blocks, config.top_k).candidates();
       if (config.score_format != ScoreFormat::kNative) {
         return Refuse("index", value,
                       "it ranks its fp32 block scores in the same launch (score_format native, not fp16)");
       }
-      if (!BlockMaxRankFits(di, bk, scale, config.top_k, blocks, candidates, caps)) {
+      const int64_t blocks = shapes.last_position / bk + 1;
+      if (!BlockMaxRankFits(di, bk, scale, blocks, caps)) {
+        const BlockMaxRankSplit split = BlockMaxRankSplitOf(blocks);
         return Refuse("index", value,
-                      "needs top_k <= 33 (this one: " + std::to_string(config.top_k) + "), " +
-                          std::to_string(kRankTopKCtaBytesPerCandidate) +
-                          " bytes of shared memory per candidate block of the longest row (" +
-                          std::to_string(candidates) + ") and a device that places a cluster of " +
-                          std::to_string(BlockMaxRankSplitOf(blocks).splits) +
-                          " of its CTAs (this one: " + CapsText(caps) + ", clusters of at most " +
-                          std::to_string(caps.max_block_max_rank_cluster) + ")");
+                      "needs rows of at most " +
+                          std::to_string(kBlockMaxRankMaxCluster * kBlockMaxRankMaxBlocksPerCta) +
+                          " blocks (this batch's longest: " + std::to_string(blocks) + "), " +
+                          std::to_string(BlockMaxRankSmemBytes(int(split.blocks_per_cta), bk)) +
+                          " bytes of shared memory per block and a device that places a cluster of " +
+                          std::to_string(split.splits) + " of its CTAs (this one: " + CapsText(caps) +
+                          ", clusters of at most " + std::to_string(caps.max_block_max_rank_cluster) + ")");
       }
       break;
     }
