@@ -151,20 +151,6 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
 // otherwise, nothing enqueued). One launch, a programmatic dependent of the kernel before it on `stream`, no
 // workspace, graph-capturable. A batched chunk: grid y = its sequences.
 cudaError_t RankTopKCta(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
-// The block scores of BlockMaxScores and the selection of RankTopK in one launch (block_max_rank.cu), for chunks whose
-// rows see at most 96 blocks (decode): each 16-row tile's key blocks are split over one thread block cluster
-// (BlockMaxRankSplitOf), which ranks the tile's rows once their block scores are written. bs and bad_row as
-// BlockMaxScores writes them (score_format native: nothing may change the scores between the two stages). Needs
-// BlockMaxRankFits(g.di, g.bk, scale, the chunk's blocks) (cudaErrorInvalidValue otherwise, nothing enqueued). One
-// launch, a programmatic dependent of the kernel before it on `stream` (which it waits for first), no workspace,
-// graph-capturable. A batched chunk: grid z = its sequences.
-cudaError_t BlockMaxRank(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
-                         float scale, float* bs, unsigned long long* bad_row, int32_t* topk,
-                         cudaStream_t stream = nullptr);
-// The most BlockMaxRank CTAs the current device places as one thread block cluster
-// (cudaOccupancyMaxPotentialClusterSize; compute capability 9.0 and later, 0 elsewhere or on error):
-// DeviceCaps::max_block_max_rank_cluster.
-int BlockMaxRankLargestCluster();
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);

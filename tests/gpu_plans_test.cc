@@ -1,12 +1,11 @@
 // Every runnable kernel plan of the gpu backend (gpu/common/kernel_plan.h) on the kTagGpuPlans cases, each against
 // the FP64 reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan
 // passing the oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit
-// for bit (index mma = wgmma = mma-rank, topk warp = threshold = cta = in-index, batch per-sequence = batched, lists
-// general = direct, attend kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from
-// PlanKernels over every combination of requested values on this device: a plan it refuses is not run (and never
-// replaced), so no kernel is compared with itself. MSA_GPU_PLANS_MATCHING=TEXT (a device run's shortcut) keeps only the
-// plans whose text contains TEXT, e.g. "attend=kv-outer-wgmma-p16". Without a usable CUDA device every test skips
-// saying why.
+// for bit (index mma = wgmma, topk warp = threshold = cta, batch per-sequence = batched, lists general = direct, attend
+// kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from PlanKernels over every combination
+// of requested values on this device: a plan it refuses is not run (and never replaced), so no kernel is compared with
+// itself. MSA_GPU_PLANS_MATCHING=TEXT (a device run's shortcut) keeps only the plans whose text contains TEXT, e.g.
+// "attend=kv-outer-wgmma-p16". Without a usable CUDA device every test skips saying why.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -58,10 +57,8 @@ std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const
 // The class of plans whose kernels give the same bits: each claimed twin mapped to one representative.
 std::string BitClass(gpu::KernelPlan plan) {
   using namespace gpu;
-  if (plan.index == IndexKernel::kWgmma || plan.index == IndexKernel::kMmaRank) plan.index = IndexKernel::kMma;
-  if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta || plan.topk == TopKKernel::kInIndex) {
-    plan.topk = TopKKernel::kWarp;
-  }
+  if (plan.index == IndexKernel::kWgmma) plan.index = IndexKernel::kMma;
+  if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta) plan.topk = TopKKernel::kWarp;
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
   if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK) {

@@ -1,9 +1,9 @@
 // The gpu backend's kernel pairs documented to give the same bits, each compared bit for bit where the planner runs
 // both (a pair it refuses on this device is skipped, never compared with itself), on the cases built for it:
-// index=wgmma and mma-rank vs mma (max-pooling canonical, large and tied cases; the same refusal of overflowing index
-// scores), topk=threshold and cta vs warp (split rows, exact ties, short rows), lists=direct vs general (decode
-// batches), batch=batched vs per-sequence (decode batches, overflow refused alike); and on local_blocks > 1 and fp16
-// block scores, every forced index-branch plan giving the default's selection bits and every forced main-branch kernel
+// index=wgmma vs mma (max-pooling canonical, large and tied cases; the same refusal of overflowing index scores),
+// topk=threshold and cta vs warp (split rows, exact ties, short rows), lists=direct vs general (decode batches),
+// batch=batched vs per-sequence (decode batches, overflow refused alike); and on local_blocks > 1 and fp16 block
+// scores, every forced index-branch plan giving the default's selection bits and every forced main-branch kernel
 // within the oracle's bound. tests/gpu_plans_test.cc runs every runnable plan on its own shapes; these add the shapes
 // that reach each pair's edge cases. Without a usable CUDA device the device tests skip saying why; the checks of the
 // cases themselves run anyway.
@@ -33,53 +33,46 @@ Status RunWithIndexKernel(const Problem& problem, const char* kernel, Outputs* o
   return RunBackend(*Gpu(), problem, outputs);
 }
 
-// The index kernels documented to give BlockMaxScores' bits (index=mma): index=wgmma (BlockMaxScoresWgmma,
-// gpu/index/block_max_wgmma.cu) and index=mma-rank (BlockMaxRank, gpu/index/block_max_rank.cu, which also ranks the
-// rows in its launch: topk=in-index, RankTopK's selection).
-constexpr const char* kMmaTwinIndexKernels[] = {"wgmma", "mma-rank"};
-
-// Each of kMmaTwinIndexKernels gives the same bits as index=mma on every max-pooling case (canonical, large and tied
-// ones, bf16 and fp16): the block scores, hence the selection, index_lse and the main branch. Its errors are the same
-// too: index_q scaled to about 3e37 makes dot products overflow to inf (bf16) or the inputs themselves inf (fp16), and
-// both kernels must name the same first bad (query, group); index scales above 1 take the wgmma kernel's scaled check,
-// once with every scaled score finite and once with finite dots that overflow when scaled. Where the planner refuses a
-// twin on this device (wgmma: not sm_90a; mma-rank: no clusters) it is skipped, never compared with itself.
-TEST(GpuBackend, MmaTwinIndexKernelsGiveTheMmaKernelsBits) {
+// index=wgmma (BlockMaxScoresWgmma, gpu/index/block_max_wgmma.cu) gives the same bits as the mma.sync
+// kernel BlockMaxScores on every max-pooling case (canonical, large and tied ones, bf16 and fp16): the block
+// scores, hence the selection, index_lse and the main branch. Its errors are the same too: index_q scaled to
+// about 3e37 makes dot products overflow to inf (bf16) or the inputs themselves inf (fp16), and both kernels must
+// name the same first bad (query, group); index scales above 1 take the wgmma kernel's scaled check, once with every
+// scaled score finite and once with finite dots that overflow when scaled. On a device other than sm_90a the planner
+// refuses index=wgmma and the test skips (it never compares a kernel with itself).
+TEST(GpuBackend, WgmmaIndexKernelGivesTheMmaKernelsBits) {
   MSA_REQUIRE_GPU();
   std::vector<TestCase> cases;
   for (TestCase& c : AllCases()) {
     if (c.spec.config.pooling == Pooling::kMax) cases.push_back(std::move(c));
   }
   for (TestCase& c : CasesTagged(kTagGpuTiedBlockMax | kTagGpuIndexOverflow)) cases.push_back(std::move(c));
-  int64_t runnable_twins = 0;
-  for (const char* twin : kMmaTwinIndexKernels) {
-    int64_t compared = 0, refused = 0;
-    for (const TestCase& test_case : cases) {
-      Problem problem = GenerateProblem(test_case.spec);
-      for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
-        problem.config.precision = precision;
-        const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", index=" + twin;
-        if (!Runnable(problem, std::string("index=") + twin)) continue;  // not here: nothing to compare
-        Outputs mma, fast;
-        const Status mma_status = RunWithIndexKernel(problem, "mma", &mma);
-        const Status fast_status = RunWithIndexKernel(problem, twin, &fast);
-        EXPECT_EQ(mma_status.code(), fast_status.code()) << what << ": " << fast_status.message();
-        EXPECT_EQ(mma_status.message(), fast_status.message()) << what;
-        if (!mma_status.ok()) {
-          ++refused;
-          continue;
-        }
-        ExpectSameBits(mma, fast, what + " vs index=mma");
-        ++compared;
+  int64_t compared = 0, refused = 0;
+  for (const TestCase& test_case : cases) {
+    Problem problem = GenerateProblem(test_case.spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = test_case.name + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "index=wgmma")) continue;  // not on this device: nothing to compare
+      Outputs mma, wgmma;
+      const Status mma_status = RunWithIndexKernel(problem, "mma", &mma);
+      const Status wgmma_status = RunWithIndexKernel(problem, "wgmma", &wgmma);
+      EXPECT_EQ(mma_status.code(), wgmma_status.code()) << what << ": " << wgmma_status.message();
+      EXPECT_EQ(mma_status.message(), wgmma_status.message()) << what;
+      if (!mma_status.ok()) {
+        ++refused;
+        continue;
       }
+      ExpectSameBits(mma, wgmma, what + ", wgmma vs mma index kernel");
+      ++compared;
     }
-    if (compared == 0 && refused == 0) continue;  // the planner refuses this twin on this device
-    ++runnable_twins;
-    EXPECT_GT(refused, 0) << "index=" << twin << ": the overflow case should be refused by both kernels";
-    std::printf("index=%s vs mma: %lld runs bit-identical, %lld refused alike\n", twin,
-                static_cast<long long>(compared), static_cast<long long>(refused));
   }
-  if (runnable_twins == 0) GTEST_SKIP() << "no twin of index=mma runs on this device (they need sm_90a or clusters)";
+  if (compared == 0 && refused == 0) GTEST_SKIP() << "index=wgmma cannot run on this device (needs sm_90a)";
+  EXPECT_GT(refused, 0) << "the overflow case should be refused by both kernels";
+  std::printf(
+      "wgmma vs mma index kernel: %lld runs bit-identical, %lld refused alike (on a device other than "
+      "sm_90a the test skips)\n",
+      static_cast<long long>(compared), static_cast<long long>(refused));
 }
 
 // Runs without a device: the kTagGpuTopKSplit cases are valid problems, and in the tied ones exact ties decide most
@@ -265,7 +258,7 @@ TEST(GpuBackend, BatchedDecodeIndexGivesThePerSequenceBits) {
     for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
       problem.config.precision = precision;
       for (const char* index_kernel : {"mma", "wgmma"}) {
-        for (const char* topk_kernel : {"warp", "threshold", "in-index"}) {
+        for (const char* topk_kernel : {"warp", "threshold"}) {
           const std::string what = test_case.name + " at " + std::string(PrecisionName(precision)) + ", index " +
                                    index_kernel + ", top-k " + topk_kernel;
           if (!Runnable(problem, std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=batched")) {
@@ -421,8 +414,8 @@ void ExpectRankedByItsOwnBlockScores(const Problem& problem, const Outputs& gpu,
 }
 
 // bf16 and fp16 on the local-blocks and fp16-tie problems, under every kernel choice the plan forces:
-//   index branch: index mma | wgmma | mma-rank (fp8 on the e4m3 case: the default there on an sm_90 device) x
-//     topk warp | threshold | in-index (mma-rank's only) x batch batched | per-sequence, each giving the default run's
+//   index branch: index mma | wgmma (fp8 on the e4m3 case: the default there on an sm_90 device) x
+//     topk warp | threshold x batch batched | per-sequence, each giving the default run's
 //     selection outputs bit for bit (the kernels are documented to give the same bits), and the default run ranked by
 //     its own block scores (ExpectRankedByItsOwnBlockScores); on the fp16 tie problems (exact maxima) and on the
 //     local_tied problem's exact rows, the reference's selection and block scores themselves;
@@ -463,9 +456,9 @@ TEST(GpuBackend, LowPrecisionOnLocalBlocksAndFp16ScoresUnderEveryForcedKernel) {
       }
       EXPECT_EQ(differing_rows, 0) << what;
       const std::vector<const char*> index_kernels =
-          e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma", "mma-rank"};
+          e4m3 ? std::vector<const char*>{"fp8"} : std::vector<const char*>{"mma", "wgmma"};
       for (const char* index_kernel : index_kernels) {
-        for (const char* topk_kernel : {"warp", "threshold", "in-index"}) {
+        for (const char* topk_kernel : {"warp", "threshold"}) {
           for (const char* index_batch : {"batched", "per-sequence"}) {
             if (!Runnable(problem,
                           std::string("index=") + index_kernel + ",topk=" + topk_kernel + ",batch=" + index_batch)) {

@@ -235,10 +235,6 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=batched,topk=cta,lists=general,attend=routed");
   ExpectRuns(lowp, Decode(4, 2, 512), kH200Caps, "attend=split-k",
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
-  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "index=mma-rank",
-             "index=mma-rank,batch=batched,topk=in-index,lists=direct,attend=kv-outer-wgmma-p16");
-  ExpectRuns(lowp, Prefill(512), kH200Caps, "topk=in-index",
-             "index=mma-rank,batch=per-sequence,topk=in-index,lists=general,attend=routed");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -264,21 +260,6 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=threshold", "top_k <= 33");
   ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "topk=cta", "top_k <= 33");
   ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "topk=cta", "262144 blocks) within 232448 bytes");
-  ExpectRefused(lowp, Prefill(512), kA100Caps, "index=mma-rank", "clusters of at most 0");
-  ExpectRefused(lowp, Decode(1, 1, 12289), kH200Caps, "index=mma-rank", "at most 96 blocks (this batch's longest: 97)");
-  ExpectRuns(lowp, Decode(1, 1, 12288), kH200Caps, "index=mma-rank",  // 6 blocks a CTA: 214400 bytes
-             "index=mma-rank,batch=batched,topk=in-index,lists=-,attend=split-k");
-  Config fp16_scores = lowp;
-  fp16_scores.score_format = ScoreFormat::kFp16;
-  ExpectRefused(fp16_scores, Decode(4, 1, 512), kH200Caps, "index=mma-rank", "score_format native");
-  ExpectRefused(lse, Prefill(512), kH200Caps, "index=mma-rank", "max pooling");
-  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=mma,topk=in-index", "inside index=mma-rank's launch");
-  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=mma-rank,topk=cta", "ranks its rows itself");
-  DeviceCaps eight_cta_index_clusters = kH200Caps;  // 16 splits of 32 blocks need a cluster of 16
-  eight_cta_index_clusters.max_block_max_rank_cluster = 8;
-  ExpectRefused(lowp, Decode(1, 1, 4096), eight_cta_index_clusters, "index=mma-rank", "cluster of 16");
-  ExpectRuns(lowp, Decode(1, 1, 1024), eight_cta_index_clusters, "index=mma-rank",
-             "index=mma-rank,batch=batched,topk=in-index,lists=-,attend=split-k");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
@@ -305,11 +286,11 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   // Room for the KV-outer tile, not for split-k's extra. Split-k's shared memory: the tile (64 + 2 x 128 rows of 136
   // halves, 64 x 12 bytes of entries) 87808 + P (16 x 136 fp32) 8704 + fragments (8 x 32 x 16 bytes) 4096 + row maxima
-  // (4 x 16 fp32) 256 + the partial (16 x 128 fp32 and 16 (m, l) pairs) 8320 = 109184.
+  // (4 x 16 fp32) 256 + the partials it merges (32 entries of 128 fp32 and an (m, l) pair) 16640 = 117504.
   constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};
   ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
              "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
-  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "109184 bytes of shared memory");
+  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "117504 bytes of shared memory");
   ExpectRefused(lowp, Decode(4, 1, 512), kA100Caps, "attend=split-k", "sm_90a");  // clusters
   Config seventeen = lowp;
   seventeen.top_k = 17;  // one CTA per slot in a cluster of at most 16
@@ -366,7 +347,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(7 * 2 * 6 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

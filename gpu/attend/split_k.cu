@@ -1,9 +1,9 @@
 // The main branch split over selection slots (split-K), for decode: one CTA per (query, group, slot) computes the
 // KV-outer tile of that one block (the group's heads as rows, one partial per row); the top_k CTAs of a (query, group)
 // are one thread block cluster, which synchronizes once every partial is written, and then merges the group's rows,
-// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order), reading the
-// partials of groups of at most 16 heads from the other CTAs' shared memory (distributed shared memory: no round trip
-// to L2), those of larger groups from the workspace. One launch per
+// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order), the partials
+// of groups of at most 16 heads stored into the merging CTA's shared memory by their CTAs (distributed shared memory:
+// no round trip to L2), those of larger groups read from the workspace. One launch per
 // chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
 // so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
 // Q rows (groups of at most 16 heads; AttendTile loads them after) and read their query's position and first key
@@ -36,26 +36,30 @@ constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kWarps;  // 16-key steps of S pe
 constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O per warp
 
 // OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima, and
-// the tile's partial, which the cluster's merge reads over distributed shared memory. P's rows are kPStride floats
-// apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a lane's 4 fragment registers are
-// one 16-byte word.
+// the partials this CTA merges, which the cluster's CTAs store there over distributed shared memory: CTA c merges the
+// rows c + top_k m (m = 0, 1, ...: at most ceil(16 / top_k) of them), and the partial of row c + top_k m from slot j
+// lands at entry m * top_k + j (fewer than kMergeEntries for any top_k <= 16). P's rows are kPStride floats apart, so
+// that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a lane's 4 fragment registers are one 16-byte
+// word.
 constexpr int kPStride = kKeyPad + 8;
+constexpr int kMergeEntries = 2 * kSplitKMaxSlots;
 struct OneQueryShared {
-  float* p;         // [kRows][kPStride]
-  uint4* pa;        // [kKeyPad / 16][32 lanes]
-  float* warp_max;  // [kWarps][kRows]
-  float* part_o;    // [kRows][kDimPad]: O_b of each row
-  float2* part_ml;  // [kRows]: (m_b, l_b) of each row
+  float* p;          // [kRows][kPStride]
+  uint4* pa;         // [kKeyPad / 16][32 lanes]
+  float* warp_max;   // [kWarps][kRows]
+  float* merge_o;    // [kMergeEntries][kDimPad]: O_b
+  float2* merge_ml;  // [kMergeEntries]: (m_b, l_b)
 };
 constexpr size_t kOneQuerySmemBytes = size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 +
-                                      size_t(kWarps) * kRows * 4 + size_t(kRows) * kDimPad * 4 + size_t(kRows) * 8;
+                                      size_t(kWarps) * kRows * 4 + size_t(kMergeEntries) * kDimPad * 4 +
+                                      size_t(kMergeEntries) * 8;
 __device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
   x.pa = reinterpret_cast<uint4*>(x.p + kRows * kPStride);
   x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32);
-  x.part_o = x.warp_max + kWarps * kRows;
-  x.part_ml = reinterpret_cast<float2*>(x.part_o + kRows * kDimPad);
+  x.merge_o = x.warp_max + kWarps * kRows;
+  x.merge_ml = reinterpret_cast<float2*>(x.merge_o + kMergeEntries * kDimPad);
   return x;
 }
 
@@ -97,12 +101,13 @@ __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t ke
 }
 
 // AttendTile's partial for a tile of one query whose group has at most 16 heads (the query at key position pos, its
-// keys from kb), on all four warps, into x.part_o and x.part_ml (row h: the group's head h); the same preconditions
+// keys from kb, selection slot `slot`), on all four warps, stored for row h (the group's head h) into the merge
+// entries of the CTA that merges it (block rank h % top_k, entry (h / top_k) * top_k + slot); the same preconditions
 // and the same bits, and Q already issued (LoadGroupQueries).
 template <int kLowp>
 __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
-                                    int64_t pos, int64_t kb, int r, int64_t key0, const kv_outer::TileShared& s,
-                                    const OneQueryShared& x) {
+                                    int64_t pos, int64_t kb, int r, int64_t key0, int slot,
+                                    const kv_outer::TileShared& s, const OneQueryShared& x) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int group = g.hq / g.hkv;
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
@@ -228,28 +233,29 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_h[h] >= group) continue;  // padding row
-    float* dst = x.part_o + row_h[h] * kDimPad;
+    const int merger = row_h[h] % g.top_k, entry = (row_h[h] / g.top_k) * g.top_k + slot;
+    float* dst = ClusterPeer(x.merge_o, merger) + entry * kDimPad;
 #pragma unroll
     for (int j = 0; j < 2 * kDimTilesPerWarp; ++j) {
       const int i = warp * 2 * kDimTilesPerWarp + j;  // 8-dim tile
       if (i * 8 < g.dv) *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
     }
-    if (warp == 0 && tig == 0) x.part_ml[row_h[h]] = make_float2(m_row[h], l_row[h]);
+    if (warp == 0 && tig == 0) ClusterPeer(x.merge_ml, merger)[entry] = make_float2(m_row[h], l_row[h]);
   }
 }
 
 // Where the merge of one (query, head) row finds slot j's partial: (m_b, l_b) by Ml(j), this lane's 4 dims of O_b by
 // O(j, lane). Both read what other CTAs of the cluster wrote before the cluster's barrier.
-//   ClusterPartials  OneQueryTile's: in the shared memory of the cluster's CTA j (block rank = slot), row `row` of
-//                    its part_o and part_ml, over distributed shared memory (the CTAs stay until the merge is done).
+//   MergeEntries     OneQueryTile's: in this CTA's merge entries, slot j's at entry base + j (stored there by the
+//                    cluster's CTA j).
 //   GlobalPartials   AttendTile's: the workspace's partial results of chunk row `row` (ld.global.cg: from L2, never
 //                    a stale L1 line).
-struct ClusterPartials {
+struct MergeEntries {
   const OneQueryShared& x;
-  int row;
-  __device__ float2 Ml(int slot) const { return ClusterPeer(x.part_ml, slot)[row]; }
+  int base;  // (row / top_k) * top_k
+  __device__ float2 Ml(int slot) const { return x.merge_ml[base + slot]; }
   __device__ float4 O(int slot, int lane) const {
-    return *reinterpret_cast<const float4*>(ClusterPeer(x.part_o, slot) + row * kDimPad + lane * 4);
+    return *reinterpret_cast<const float4*>(x.merge_o + (base + slot) * kDimPad + lane * 4);
   }
 };
 struct GlobalPartials {
@@ -293,9 +299,9 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 }
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
-// cluster (block rank = slot). Each computes its slot's partials (as KvOuterAttend's tiles do: in its shared memory for
-// a group of at most 16 heads, else in part_o and part_ml), the cluster synchronizes, CTA c's warp w merges the group's
-// rows c + top_k (w + kWarps i), and the cluster synchronizes again before any CTA's shared memory goes.
+// cluster (block rank = slot). Each computes its slot's partials (as KvOuterAttend's tiles do: into the merging CTAs'
+// shared memory for a group of at most 16 heads, else into part_o and part_ml), the cluster synchronizes, and CTA c's
+// warp w merges the group's rows c + top_k (w + kWarps i).
 template <int kLowp>
 __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
@@ -311,6 +317,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   const int i = int(blockIdx.x);  // grid x = chunk queries * Hkv * top_k < 2^31
   const int64_t t_local = i / (g.hkv * g.top_k), t = t0 + t_local;
   const int r = (i / g.top_k) % g.hkv, slot = i % g.top_k;
+  ClusterArriveRelaxed();  // the cluster's CTAs started: waited for before the partials go to the merging CTAs
   if (group <= kRows) LoadGroupQueries(q, g, t, r, s);  // before the wait: it overlaps the top-k's tail
   const int64_t pos = position[t], kb = key_begin[t];   // inputs of the step, as Q
   const int32_t entry = int32_t(t_local * g.top_k + slot);
@@ -330,9 +337,10 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
   const OneQueryShared x = CarveOneQueryShared(split_k_smem + kSmemBytes);
+  ClusterWait();
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if (group <= kRows) {
-      OneQueryTile<kLowp>(k, v, g, scale, pos, kb, r, int64_t(id) * g.bk, s, x);
+      OneQueryTile<kLowp>(k, v, g, scale, pos, kb, r, int64_t(id) * g.bk, slot, s, x);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, kv_outer::ChunkQueries{nullptr, t0}, r,
                                   int64_t(id) * g.bk, s, part_o, part_ml);
@@ -343,13 +351,12 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kWarps) {
     const int head = r * group + row;
     if (group <= kRows) {
-      MergeClusterRow(g, t, head, ClusterPartials{x, row}, order, valid_mask, out, lse);
+      MergeClusterRow(g, t, head, MergeEntries{x, (row / g.top_k) * g.top_k}, order, valid_mask, out, lse);
     } else {
       const GlobalPartials partials{part_o, part_ml, (t_local * g.hq + head) * g.top_k, g.dv};
       MergeClusterRow(g, t, head, partials, order, valid_mask, out, lse);
     }
   }
-  ClusterSync();  // every merge's reads of the cluster's shared memory done
 }
 
 // SplitKAttendKernel's launch attributes: its dynamic shared memory, and clusters past the portable 8 CTAs.

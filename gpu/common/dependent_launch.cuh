@@ -37,6 +37,20 @@ __device__ inline void ClusterSync() {
 #endif
 }
 
+// ClusterSync's barrier in two halves without memory ordering, for a kernel that stores into other CTAs' shared memory:
+// every thread of the CTA calls ClusterArriveRelaxed early and ClusterWait before its first such store; the CTAs of
+// the cluster have then all started, which distributed shared memory requires. Before sm_90 both do nothing.
+__device__ inline void ClusterArriveRelaxed() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ inline void ClusterWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+
 // The generic address of `p` (a variable in this CTA's shared memory) in the shared memory of the cluster's CTA of
 // block rank `rank` (distributed shared memory, compute capability 9.0; mapa). Before sm_90 (no clusters) p itself.
 template <typename T>

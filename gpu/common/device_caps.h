@@ -12,16 +12,15 @@ struct DeviceCaps {
   int sm_count = 1;                      // multiprocessors
   int64_t max_shared_bytes = 48 * 1024;  // the opt-in shared-memory limit of one block
   int max_split_k_cluster = 0;           // most split-k CTAs placed as one thread block cluster (0: no clusters)
-  int max_block_max_rank_cluster = 0;    // the same for BlockMaxRank's CTAs
 
   // sm_90a machine code (the wgmma and fp8 kernels) runs on compute capability 9.0 only (H100 / H200).
   bool RunsSm90a() const { return major == 9 && minor == 0; }
 };
 
-// An H200 (sm_90, 132 SMs, 227 KiB of shared memory per block, clusters of 16 split-k or BlockMaxRank CTAs) and an
-// A100 (sm_80, 108 SMs, 163 KiB, no clusters): the devices the planner's tests describe.
-inline constexpr DeviceCaps kH200Caps{9, 0, 132, 232448, 16, 16};
-inline constexpr DeviceCaps kA100Caps{8, 0, 108, 166912, 0, 0};
+// An H200 (sm_90, 132 SMs, 227 KiB of shared memory per block, split-k clusters of 16 CTAs) and an A100 (sm_80, 108
+// SMs, 163 KiB, no clusters): the devices the planner's tests describe.
+inline constexpr DeviceCaps kH200Caps{9, 0, 132, 232448, 16};
+inline constexpr DeviceCaps kA100Caps{8, 0, 108, 166912, 0};
 
 }  // namespace msa::gpu
 

@@ -23,7 +23,6 @@ const DeviceCaps& CurrentDeviceCaps() {
     c.sm_count = sms > 0 ? sms : 1;
     c.max_shared_bytes = shared;
     c.max_split_k_cluster = c.RunsSm90a() ? SplitKLargestCluster() : 0;
-    c.max_block_max_rank_cluster = c.major >= 9 ? BlockMaxRankLargestCluster() : 0;
     return c;
   }();
   return caps;

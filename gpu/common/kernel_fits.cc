@@ -35,21 +35,6 @@ bool RankTopKCtaFits(int top_k, int64_t candidates, const DeviceCaps& caps) {
   return RankTopKFits(top_k) && candidates <= (caps.max_shared_bytes - kStaticBytes) / kRankTopKCtaBytesPerCandidate;
 }
 
-BlockMaxRankSplit BlockMaxRankSplitOf(int64_t num_blocks) {
-  BlockMaxRankSplit split;
-  const int64_t blocks = std::max<int64_t>(num_blocks, 1);
-  split.blocks_per_cta = (blocks + kBlockMaxRankMaxCluster - 1) / kBlockMaxRankMaxCluster;
-  split.splits = (blocks + split.blocks_per_cta - 1) / split.blocks_per_cta;
-  return split;
-}
-
-bool BlockMaxRankFits(int di, int bk, float scale, int64_t num_blocks, const DeviceCaps& caps) {
-  const BlockMaxRankSplit split = BlockMaxRankSplitOf(num_blocks);
-  return BlockMaxScoresFits(di, bk, scale) && split.blocks_per_cta <= kBlockMaxRankMaxBlocksPerCta &&
-         BlockMaxRankSmemBytes(int(split.blocks_per_cta), bk) <= size_t(caps.max_shared_bytes) &&
-         split.splits <= caps.max_block_max_rank_cluster;
-}
-
 bool RankTopKThresholdPaysOff(const ChunkGeometry& g) {
   return (g.pos0 + g.nq - 1) / g.bk + 1 >= kThresholdTopKMinBlocks;
 }

@@ -41,31 +41,6 @@ bool RankTopKFits(int top_k);
 // shared memory per candidate of the longest row (an upper bound: `candidates`), within the device's limit.
 inline constexpr int64_t kRankTopKCtaBytesPerCandidate = 8;
 bool RankTopKCtaFits(int top_k, int64_t candidates, const DeviceCaps& caps);
-// BlockMaxRank (gpu/index/block_max_rank.cu): tiles of kBlockMaxRankRows index rows, whose key blocks are split over a
-// thread block cluster of at most kBlockMaxRankMaxCluster CTAs (H100 / H200's largest, non-portable cluster), each
-// holding its blocks' keys in shared memory at once, at most kBlockMaxRankMaxBlocksPerCta of them; a row's candidates
-// are ranked by one warp, at most kBlockMaxRankMaxCandidates of them.
-inline constexpr int kBlockMaxRankRows = 16;
-inline constexpr int kBlockMaxRankMaxCluster = 16;
-inline constexpr int kBlockMaxRankMaxBlocksPerCta = 6;
-inline constexpr int kBlockMaxRankMaxCandidates = 96;
-static_assert(kBlockMaxRankMaxCluster * kBlockMaxRankMaxBlocksPerCta <= kBlockMaxRankMaxCandidates);
-// A CTA's shared memory for `blocks` key blocks of bk keys: the rows, the keys, each 64-key step's maxima and the block
-// scores.
-constexpr size_t BlockMaxRankSmemBytes(int blocks, int bk) {
-  return size_t(kBlockMaxRankRows + int64_t(blocks) * bk) * (kBlockMaxDiPad + 8) * 2 +
-         size_t(blocks) * (bk / kBlockMaxKeyTile) * kBlockMaxRankRows * 4 + size_t(blocks) * kBlockMaxRankRows * 4;
-}
-// A row tile's key splits: as many as the blocks up to kBlockMaxRankMaxCluster, blocks_per_cta each (the last split
-// may hold fewer), splits * blocks_per_cta >= num_blocks.
-struct BlockMaxRankSplit {
-  int64_t splits = 0, blocks_per_cta = 0;
-};
-BlockMaxRankSplit BlockMaxRankSplitOf(int64_t num_blocks);
-// BlockMaxScoresFits, rows that see at most num_blocks blocks split at most kBlockMaxRankMaxBlocksPerCta to a CTA
-// (so at most 96 blocks), the CTA's shared memory, and a device that places a cluster of the splits
-// (caps.max_block_max_rank_cluster).
-bool BlockMaxRankFits(int di, int bk, float scale, int64_t num_blocks, const DeviceCaps& caps);
 // RankTopKThreshold beats RankTopK once the longest row sees this many blocks (docs/gpu-kernels.md has the
 // figures); below it RankTopK is faster.
 inline constexpr int64_t kThresholdTopKMinBlocks = 1024;
@@ -93,9 +68,9 @@ bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
 // SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P, the row maxima and
-// the tile's partial past it in shared memory.
+// the partials the CTA merges (one row of every slot) past it in shared memory.
 inline constexpr size_t kSplitKSmemBytes =
-    kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 4 * 16 * 4 + 16 * 128 * 4 + 16 * 8;
+    kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 4 * 16 * 4 + 32 * 128 * 4 + 32 * 8;
 // SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
 // largest, non-portable cluster).
 inline constexpr int kSplitKMaxSlots = 16;

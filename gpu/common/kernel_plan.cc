@@ -26,14 +26,12 @@ constexpr Named<IndexKernel> kIndexNames[] = {{IndexKernel::kAuto, "auto"},
                                               {IndexKernel::kMeanKeys, "mean-keys"},
                                               {IndexKernel::kMma, "mma"},
                                               {IndexKernel::kWgmma, "wgmma"},
-                                              {IndexKernel::kFp8, "fp8"},
-                                              {IndexKernel::kMmaRank, "mma-rank"}};
+                                              {IndexKernel::kFp8, "fp8"}};
 constexpr Named<IndexBatch> kBatchNames[] = {
     {IndexBatch::kAuto, "auto"}, {IndexBatch::kPerSequence, "per-sequence"}, {IndexBatch::kBatched, "batched"}};
 constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},           {TopKKernel::kExact, "exact"},
                                             {TopKKernel::kInsertion, "insertion"}, {TopKKernel::kWarp, "warp"},
-                                            {TopKKernel::kThreshold, "threshold"}, {TopKKernel::kCta, "cta"},
-                                            {TopKKernel::kInIndex, "in-index"}};
+                                            {TopKKernel::kThreshold, "threshold"}, {TopKKernel::kCta, "cta"}};
 constexpr Named<KvLists> kListsNames[] = {
     {KvLists::kAuto, "auto"}, {KvLists::kNone, "-"}, {KvLists::kDirect, "direct"}, {KvLists::kGeneral, "general"}};
 constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
@@ -155,26 +153,6 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
             "index", value,
             "needs an sm_90a device with 163 KiB of shared memory per block (this one: " + CapsText(caps) + ")");
       break;
-    case IndexKernel::kMmaRank: {
-      if (!block_max_fits) return Refuse("index", value, block_max_rule);
-      if (config.score_format != ScoreFormat::kNative) {
-        return Refuse("index", value,
-                      "it ranks its fp32 block scores in the same launch (score_format native, not fp16)");
-      }
-      const int64_t blocks = shapes.last_position / bk + 1;
-      if (!BlockMaxRankFits(di, bk, scale, blocks, caps)) {
-        const BlockMaxRankSplit split = BlockMaxRankSplitOf(blocks);
-        return Refuse("index", value,
-                      "needs rows of at most " +
-                          std::to_string(kBlockMaxRankMaxCluster * kBlockMaxRankMaxBlocksPerCta) +
-                          " blocks (this batch's longest: " + std::to_string(blocks) + "), " +
-                          std::to_string(BlockMaxRankSmemBytes(int(split.blocks_per_cta), bk)) +
-                          " bytes of shared memory per block and a device that places a cluster of " +
-                          std::to_string(split.splits) + " of its CTAs (this one: " + CapsText(caps) +
-                          ", clusters of at most " + std::to_string(caps.max_block_max_rank_cluster) + ")");
-      }
-      break;
-    }
     case IndexKernel::kFp8:
       if (!e4m3) return Refuse("index", value, "needs index_format e4m3");
       if (!block_max_fits) return Refuse("index", value, block_max_rule);
@@ -193,23 +171,11 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
   return Status::Ok();
 }
 
-// The top-k: index=mma-rank ranks in its own launch (in-index, and nothing else with it); exact mode ranks doubles; low
-// precision takes the CTA kernel on decode batches whose longest row fits its shared memory, elsewhere the warp kernels
-// where top_k <= 33 (threshold once the longest row sees kThresholdTopKMinBlocks blocks), insertion past them.
-Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, IndexKernel index,
-                TopKKernel requested, TopKKernel* kernel) {
-  if (index == IndexKernel::kMmaRank || requested == TopKKernel::kInIndex) {  // one launch for both stages
-    if (index != IndexKernel::kMmaRank) {
-      return Refuse(
-          "topk", "in-index",
-          "it is the ranking inside index=mma-rank's launch (index: " + std::string(NameOf(kIndexNames, index)) + ")");
-    }
-    if (requested != TopKKernel::kAuto && requested != TopKKernel::kInIndex) {
-      return Refuse("topk", NameOf(kTopKNames, requested), "index=mma-rank ranks its rows itself (topk=in-index)");
-    }
-    *kernel = TopKKernel::kInIndex;
-    return Status::Ok();
-  }
+// The top-k: exact mode ranks doubles; low precision takes the CTA kernel on decode batches whose longest row fits
+// its shared memory, elsewhere the warp kernels where top_k <= 33 (threshold once the longest row sees
+// kThresholdTopKMinBlocks blocks), insertion past them.
+Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, TopKKernel requested,
+                TopKKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
   const bool warp_fits = RankTopKFits(config.top_k);
   const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
@@ -244,13 +210,12 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCa
 Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel index, TopKKernel topk,
                  IndexBatch requested, IndexBatch* batch) {
   std::string why_not;
-  if (index != IndexKernel::kMma && index != IndexKernel::kWgmma && index != IndexKernel::kMmaRank) {
-    why_not = "index=" + std::string(NameOf(kIndexNames, index)) +
-              " runs per sequence (batched needs index mma, wgmma or mma-rank)";
-  } else if (topk != TopKKernel::kWarp && topk != TopKKernel::kThreshold && topk != TopKKernel::kCta &&
-             topk != TopKKernel::kInIndex) {
+  if (index != IndexKernel::kMma && index != IndexKernel::kWgmma) {
+    why_not =
+        "index=" + std::string(NameOf(kIndexNames, index)) + " runs per sequence (batched needs index mma or wgmma)";
+  } else if (topk != TopKKernel::kWarp && topk != TopKKernel::kThreshold && topk != TopKKernel::kCta) {
     why_not = "topk=" + std::string(NameOf(kTopKNames, topk)) +
-              " runs per sequence (batched needs topk warp, threshold, cta or in-index)";
+              " runs per sequence (batched needs topk warp, threshold or cta)";
   } else if (!IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries)) {
     why_not = "not a decode batch (at most " + std::to_string(kDecodeBatchMaxQueries) +
               " queries per sequence and 65535 sequences with queries; this one: " + std::to_string(shapes.longest_q) +
@@ -430,12 +395,8 @@ KernelShapes ShapesOf(const Config& config, const Batch& batch) {
 Status PlanKernels(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps,
                    const KernelPlan& requested, KernelPlan* plan) {
   KernelPlan p;
-  // topk=in-index is index=mma-rank's own ranking: it names the index kernel where that is left to the planner.
-  const IndexKernel index = requested.index == IndexKernel::kAuto && requested.topk == TopKKernel::kInIndex
-                                ? IndexKernel::kMmaRank
-                                : requested.index;
-  MSA_RETURN_IF_ERROR(PlanIndex(config, shapes, caps, index, &p.index));
-  MSA_RETURN_IF_ERROR(PlanTopK(config, shapes, caps, p.index, requested.topk, &p.topk));
+  MSA_RETURN_IF_ERROR(PlanIndex(config, shapes, caps, requested.index, &p.index));
+  MSA_RETURN_IF_ERROR(PlanTopK(config, shapes, caps, requested.topk, &p.topk));
   MSA_RETURN_IF_ERROR(PlanBatch(config, shapes, p.index, p.topk, requested.batch, &p.batch));
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));

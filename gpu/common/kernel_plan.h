@@ -31,7 +31,6 @@ enum class IndexKernel {
   kMma,          // "mma": BlockMaxScores, mma.sync tiles reduced to block maxima in registers
   kWgmma,        // "wgmma": BlockMaxScoresWgmma, Hopper warpgroup MMA (sm_90a), BlockMaxScores' bits
   kFp8,          // "fp8": BlockMaxScoresFp8 on e4m3 inputs (sm_90a), within kFp8IndexRelBound of the exact maxima
-  kMmaRank,      // "mma-rank": BlockMaxRank, BlockMaxScores' bits in clusters that rank their rows (topk=in-index)
 };
 // How the index branch's launches cover the batch.
 enum class IndexBatch {
@@ -47,7 +46,6 @@ enum class TopKKernel {
   kWarp,       // "warp": RankTopK, one warp per row (top_k <= 33)
   kThreshold,  // "threshold": RankTopKThreshold, RankTopK's selection with a threshold filter and split rows
   kCta,        // "cta": RankTopKCta, RankTopK's selection with one CTA per row (decode)
-  kInIndex,    // "in-index": ranked inside the index launch (index=mma-rank), RankTopK's selection
 };
 // The query lists of the KV-outer main branch.
 enum class KvLists {

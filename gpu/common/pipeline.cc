@@ -72,12 +72,6 @@ cudaError_t ScoreFp8(const SelectArgs& a, const ChunkGeometry& g) {
                            a.stream);
 }
 
-// The block scores and the selection in one launch: topk=in-index then enqueues nothing (RankInIndex).
-cudaError_t ScoreMmaRank(const SelectArgs& a, const ChunkGeometry& g) {
-  return BlockMaxRank(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row(), a.out.topk,
-                      a.stream);
-}
-
 using ScoreFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 ScoreFn ScoreKernel(IndexKernel kernel) {
   switch (kernel) {
@@ -93,8 +87,6 @@ ScoreFn ScoreKernel(IndexKernel kernel) {
       return ScoreWgmma;
     case IndexKernel::kFp8:
       return ScoreFp8;
-    case IndexKernel::kMmaRank:
-      return ScoreMmaRank;
     case IndexKernel::kAuto:
       break;
   }
@@ -121,8 +113,6 @@ cudaError_t RankCta(const SelectArgs& a, const ChunkGeometry& g) {
   return RankTopKCta(a.ws.bs_float.get(), g, a.out.topk, a.stream);
 }
 
-cudaError_t RankInIndex(const SelectArgs&, const ChunkGeometry&) { return cudaSuccess; }  // ScoreMmaRank ranked
-
 using RankFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 RankFn RankKernel(TopKKernel kernel) {
   switch (kernel) {
@@ -136,8 +126,6 @@ RankFn RankKernel(TopKKernel kernel) {
       return RankThreshold;
     case TopKKernel::kCta:
       return RankCta;
-    case TopKKernel::kInIndex:
-      return RankInIndex;
     case TopKKernel::kAuto:
       break;
   }
@@ -415,10 +403,8 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
 }
 
 bool SelectRunsOnStream(const KernelPlan& plan) {
-  constexpr IndexKernel kStreamIndex[] = {IndexKernel::kMma, IndexKernel::kWgmma, IndexKernel::kFp8,
-                                          IndexKernel::kMmaRank};
-  constexpr TopKKernel kStreamTopK[] = {TopKKernel::kWarp, TopKKernel::kThreshold, TopKKernel::kCta,
-                                        TopKKernel::kInIndex};
+  constexpr IndexKernel kStreamIndex[] = {IndexKernel::kMma, IndexKernel::kWgmma, IndexKernel::kFp8};
+  constexpr TopKKernel kStreamTopK[] = {TopKKernel::kWarp, TopKKernel::kThreshold, TopKKernel::kCta};
   return std::find(std::begin(kStreamIndex), std::end(kStreamIndex), plan.index) != std::end(kStreamIndex) &&
          std::find(std::begin(kStreamTopK), std::end(kStreamTopK), plan.topk) != std::end(kStreamTopK);
 }

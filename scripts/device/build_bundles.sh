@@ -6,6 +6,7 @@
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
+#   .devbuild/carry/l2merge.tar.xz .devbuild/l2merge/bin (bench/results/mma_rank_2026-12-05.md: split-k merging from L2)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -20,6 +21,7 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
+M=bench/results/mma_rank_2026-12-05/split_k_l2_merge.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -27,6 +29,7 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
+l2merge | $M | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -40,6 +43,7 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 stages/bin/gpu_bench          | stages/gpu_bench
 stages/bin/gpu_bench_base     | main/gpu_bench
 stages/bin/gpu_twins_test     | stages/gpu_twins_test
+l2merge/bin/gpu_bench         | l2merge/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -47,6 +51,7 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
+l2merge.tar.xz | l2merge
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
