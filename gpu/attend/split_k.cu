@@ -38,28 +38,33 @@ constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O pe
 // OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima, and
 // the partials this CTA merges, which the cluster's CTAs store there over distributed shared memory: CTA c merges the
 // rows c + top_k m (m = 0, 1, ...: at most ceil(16 / top_k) of them), and the partial of row c + top_k m from slot j
-// lands at entry m * top_k + j (fewer than kMergeEntries for any top_k <= 16). P's rows are kPStride floats apart, so
+// lands at entry m * top_k + j: MergeEntryCount entries (at most kMaxMergeEntries for top_k <= 16; 16 for M3's group
+// of 16 and top_k 16, which keeps two CTAs a multiprocessor). P's rows are kPStride floats apart, so
 // that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a lane's 4 fragment registers are one 16-byte
 // word.
 constexpr int kPStride = kKeyPad + 8;
-constexpr int kMergeEntries = 2 * kSplitKMaxSlots;
+constexpr int kMaxMergeEntries = 2 * kSplitKMaxSlots;
+__host__ __device__ inline int MergeEntryCount(int group, int top_k) {
+  return group <= kRows ? (group + top_k - 1) / top_k * top_k : 0;
+}
 struct OneQueryShared {
   float* p;          // [kRows][kPStride]
   uint4* pa;         // [kKeyPad / 16][32 lanes]
   float* warp_max;   // [kWarps][kRows]
-  float* merge_o;    // [kMergeEntries][kDimPad]: O_b
-  float2* merge_ml;  // [kMergeEntries]: (m_b, l_b)
+  float* merge_o;    // [entries][kDimPad]: O_b
+  float2* merge_ml;  // [entries]: (m_b, l_b)
 };
-constexpr size_t kOneQuerySmemBytes = size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 +
-                                      size_t(kWarps) * kRows * 4 + size_t(kMergeEntries) * kDimPad * 4 +
-                                      size_t(kMergeEntries) * 8;
-__device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
+constexpr size_t OneQuerySmemBytes(int entries) {
+  return size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4 +
+         size_t(entries) * kDimPad * 4 + size_t(entries) * 8;
+}
+__device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem, int entries) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
   x.pa = reinterpret_cast<uint4*>(x.p + kRows * kPStride);
   x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32);
   x.merge_o = x.warp_max + kWarps * kRows;
-  x.merge_ml = reinterpret_cast<float2*>(x.merge_o + kMergeEntries * kDimPad);
+  x.merge_ml = reinterpret_cast<float2*>(x.merge_o + entries * kDimPad);
   return x;
 }
 
@@ -336,7 +341,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   }
   __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
-  const OneQueryShared x = CarveOneQueryShared(split_k_smem + kSmemBytes);
+  const OneQueryShared x = CarveOneQueryShared(split_k_smem + kSmemBytes, MergeEntryCount(group, g.top_k));
   ClusterWait();
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if (group <= kRows) {
@@ -363,7 +368,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
 template <class Kernel>
 cudaError_t SetSplitKAttributes(Kernel* kernel) {
   const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes + kOneQuerySmemBytes));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitKSmemBytes));
   if (err != cudaSuccess) return err;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
@@ -376,7 +381,7 @@ int SplitKLargestCluster() {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3{unsigned(kMaxSlots)};
   config.blockDim = dim3{kWarps * 32};
-  config.dynamicSmemBytes = kSmemBytes + kOneQuerySmemBytes;
+  config.dynamicSmemBytes = kSplitKSmemBytes;
   int size = 0;
   if (cudaFuncGetAttributes(&binary, kernel) != cudaSuccess || binary.binaryVersion < 90 ||
       SetSplitKAttributes(kernel) != cudaSuccess ||
@@ -393,8 +398,9 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   if (g.total_q <= 0) return cudaSuccess;
   if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
   const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
-  static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
-  const size_t smem = kSmemBytes + kOneQuerySmemBytes;
+  static_assert(kSmemBytes + OneQuerySmemBytes(kMaxMergeEntries) == kSplitKSmemBytes,
+                "SplitKAttendFits (gpu/common/kernel_fits.h)");
+  const size_t smem = kSmemBytes + OneQuerySmemBytes(MergeEntryCount(g.hq / g.hkv, g.top_k));
   cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
   unsigned char* base = static_cast<unsigned char*>(workspace);
