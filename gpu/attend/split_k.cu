@@ -1,9 +1,7 @@
 // The main branch split over selection slots (split-K), for decode: one CTA per (query, group, slot) computes the
 // KV-outer tile of that one block (the group's heads as rows, one partial per row); the top_k CTAs of a (query, group)
 // are one thread block cluster, which synchronizes once every partial is written, and then merges the group's rows,
-// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order), the partials
-// of groups of at most 16 heads stored into the merging CTA's shared memory by their CTAs (distributed shared memory:
-// no round trip to L2), those of larger groups read from the workspace. One launch per
+// each by one warp of one of its CTAs (MergeClusterRow: MergeRow's arithmetic, ascending block order). One launch per
 // chunk of queries, no lists, no separate merge, no counters: the same partials and the same merge as KvOuterAttend,
 // so the same bits. The launch is a programmatic dependent of the kernel before it (the top-k): its CTAs issue their
 // Q rows (groups of at most 16 heads; AttendTile loads them after) and read their query's position and first key
@@ -35,36 +33,22 @@ constexpr int kRows = 16;                                // one m16 row tile: a 
 constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kWarps;  // 16-key steps of S per warp
 constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O per warp
 
-// OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima, and
-// the partials this CTA merges, which the cluster's CTAs store there over distributed shared memory: CTA c merges the
-// rows c + top_k m (m = 0, 1, ...: at most ceil(16 / top_k) of them), and the partial of row c + top_k m from slot j
-// lands at entry m * top_k + j: MergeEntryCount entries (at most kMaxMergeEntries for top_k <= 16; 16 for M3's group
-// of 16 and top_k 16, which keeps two CTAs a multiprocessor). P's rows are kPStride floats apart, so
-// that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a lane's 4 fragment registers are one 16-byte
-// word.
+// OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima.
+// P's rows are kPStride floats apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a
+// lane's 4 fragment registers are one 16-byte word.
 constexpr int kPStride = kKeyPad + 8;
-constexpr int kMaxMergeEntries = 2 * kSplitKMaxSlots;
-__host__ __device__ inline int MergeEntryCount(int group, int top_k) {
-  return group <= kRows ? (group + top_k - 1) / top_k * top_k : 0;
-}
 struct OneQueryShared {
-  float* p;          // [kRows][kPStride]
-  uint4* pa;         // [kKeyPad / 16][32 lanes]
-  float* warp_max;   // [kWarps][kRows]
-  float* merge_o;    // [entries][kDimPad]: O_b
-  float2* merge_ml;  // [entries]: (m_b, l_b)
+  float* p;         // [kRows][kPStride]
+  uint4* pa;        // [kKeyPad / 16][32 lanes]
+  float* warp_max;  // [kWarps][kRows]
 };
-constexpr size_t OneQuerySmemBytes(int entries) {
-  return size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4 +
-         size_t(entries) * kDimPad * 4 + size_t(entries) * 8;
-}
-__device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem, int entries) {
+constexpr size_t kOneQuerySmemBytes =
+    size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4;
+__device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
   x.pa = reinterpret_cast<uint4*>(x.p + kRows * kPStride);
   x.warp_max = reinterpret_cast<float*>(x.pa + (kKeyPad / 16) * 32);
-  x.merge_o = x.warp_max + kWarps * kRows;
-  x.merge_ml = reinterpret_cast<float2*>(x.merge_o + entries * kDimPad);
   return x;
 }
 
@@ -105,14 +89,14 @@ __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t ke
   mma::CopyAsyncCommit();
 }
 
-// AttendTile's partial for a tile of one query whose group has at most 16 heads (the query at key position pos, its
-// keys from kb, selection slot `slot`), on all four warps, stored for row h (the group's head h) into the merge
-// entries of the CTA that merges it (block rank h % top_k, entry (h / top_k) * top_k + slot); the same preconditions
-// and the same bits, and Q already issued (LoadGroupQueries).
+// AttendTile's partial for a tile of one query whose group has at most 16 heads (tile entry `entry`, the query at key
+// position pos, its keys from kb), on all four warps; the same preconditions and the same bits,
+// and Q already issued (LoadGroupQueries).
 template <int kLowp>
 __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
-                                    int64_t pos, int64_t kb, int r, int64_t key0, int slot,
-                                    const kv_outer::TileShared& s, const OneQueryShared& x) {
+                                    int32_t entry, int64_t pos, int64_t kb, int r, int64_t key0,
+                                    const kv_outer::TileShared& s, const OneQueryShared& x, float* part_o,
+                                    float2* part_ml) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int group = g.hq / g.hkv;
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
@@ -238,58 +222,37 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_h[h] >= group) continue;  // padding row
-    const int merger = row_h[h] % g.top_k, entry = (row_h[h] / g.top_k) * g.top_k + slot;
-    float* dst = ClusterPeer(x.merge_o, merger) + entry * kDimPad;
+    const int64_t part = ((entry / g.top_k) * int64_t(g.hq) + r * group + row_h[h]) * g.top_k + entry % g.top_k;
+    float* dst = part_o + part * g.dv;
 #pragma unroll
     for (int j = 0; j < 2 * kDimTilesPerWarp; ++j) {
       const int i = warp * 2 * kDimTilesPerWarp + j;  // 8-dim tile
       if (i * 8 < g.dv) *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
     }
-    if (warp == 0 && tig == 0) ClusterPeer(x.merge_ml, merger)[entry] = make_float2(m_row[h], l_row[h]);
+    if (warp == 0 && tig == 0) part_ml[part] = make_float2(m_row[h], l_row[h]);
   }
 }
 
-// Where the merge of one (query, head) row finds slot j's partial: (m_b, l_b) by Ml(j), this lane's 4 dims of O_b by
-// O(j, lane). Both read what other CTAs of the cluster wrote before the cluster's barrier.
-//   MergeEntries     OneQueryTile's: in this CTA's merge entries, slot j's at entry base + j (stored there by the
-//                    cluster's CTA j).
-//   GlobalPartials   AttendTile's: the workspace's partial results of chunk row `row` (ld.global.cg: from L2, never
-//                    a stale L1 line).
-struct MergeEntries {
-  const OneQueryShared& x;
-  int base;  // (row / top_k) * top_k
-  __device__ float2 Ml(int slot) const { return x.merge_ml[base + slot]; }
-  __device__ float4 O(int slot, int lane) const {
-    return *reinterpret_cast<const float4*>(x.merge_o + (base + slot) * kDimPad + lane * 4);
-  }
-};
-struct GlobalPartials {
-  const float* part_o;
-  const float2* part_ml;
-  int64_t base;  // chunk row * top_k
-  int dv;
-  __device__ float2 Ml(int slot) const { return __ldcg(part_ml + base + slot); }
-  __device__ float4 O(int slot, int lane) const {
-    return __ldcg(reinterpret_cast<const float4*>(part_o + (base + slot) * dv + lane * 4));
-  }
-};
-
-// The merge of the (query t, head) row by one warp, with MergeRow's steps (SlotWeight, FoldPartial, WriteMergedRow), so
-// its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum is their warp maximum, and the
-// partials fold in ascending block order (`order`: the valid slots in that order; bit j of `valid_mask`: slot j is
-// valid). Every partial load is issued before the first fold: one round trip. top_k <= kMaxSlots.
+// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (SlotWeight,
+// FoldPartial, WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum
+// is their warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j
+// of `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
+// (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
 constexpr int kMaxSlots = kSplitKMaxSlots;
-template <class Partials>
-__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, const Partials& partials,
-                                       const int32_t* order, uint32_t valid_mask, double* out, double* lse) {
+__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
+                                       uint32_t valid_mask, const float* part_o, const float2* part_ml, double* out,
+                                       double* lse) {
   const int lane = threadIdx.x % 32, valid_slots = __popc(valid_mask);
+  const int64_t base = row * g.top_k;
   const bool lane_valid = (valid_mask >> lane) & 1u;
-  const float2 ml_of_lane = lane_valid ? partials.Ml(lane) : make_float2(-INFINITY, 0.0f);
+  const float2 ml_of_lane = lane_valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);
   const bool owns_dims = lane * 4 < g.dv;
   float4 o[kMaxSlots];
 #pragma unroll
   for (int k = 0; k < kMaxSlots; ++k) {
-    if (owns_dims && k < valid_slots) o[k] = partials.O(order[k], lane);
+    if (owns_dims && k < valid_slots) {
+      o[k] = __ldcg(reinterpret_cast<const float4*>(part_o + (base + order[k]) * g.dv + lane * 4));
+    }
   }
   float m = ml_of_lane.x;
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));
@@ -304,9 +267,8 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 }
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
-// cluster (block rank = slot). Each computes its slot's partials (as KvOuterAttend's tiles do: into the merging CTAs'
-// shared memory for a group of at most 16 heads, else into part_o and part_ml), the cluster synchronizes, and CTA c's
-// warp w merges the group's rows c + top_k (w + kWarps i).
+// cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
+// cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kWarps i).
 template <int kLowp>
 __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
@@ -322,7 +284,6 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   const int i = int(blockIdx.x);  // grid x = chunk queries * Hkv * top_k < 2^31
   const int64_t t_local = i / (g.hkv * g.top_k), t = t0 + t_local;
   const int r = (i / g.top_k) % g.hkv, slot = i % g.top_k;
-  ClusterArriveRelaxed();  // the cluster's CTAs started: waited for before the partials go to the merging CTAs
   if (group <= kRows) LoadGroupQueries(q, g, t, r, s);  // before the wait: it overlaps the top-k's tail
   const int64_t pos = position[t], kb = key_begin[t];   // inputs of the step, as Q
   const int32_t entry = int32_t(t_local * g.top_k + slot);
@@ -341,11 +302,10 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   }
   __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
-  const OneQueryShared x = CarveOneQueryShared(split_k_smem + kSmemBytes, MergeEntryCount(group, g.top_k));
-  ClusterWait();
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if (group <= kRows) {
-      OneQueryTile<kLowp>(k, v, g, scale, pos, kb, r, int64_t(id) * g.bk, slot, s, x);
+      OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
+                          CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, kv_outer::ChunkQueries{nullptr, t0}, r,
                                   int64_t(id) * g.bk, s, part_o, part_ml);
@@ -354,13 +314,8 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kWarps) {
-    const int head = r * group + row;
-    if (group <= kRows) {
-      MergeClusterRow(g, t, head, MergeEntries{x, (row / g.top_k) * g.top_k}, order, valid_mask, out, lse);
-    } else {
-      const GlobalPartials partials{part_o, part_ml, (t_local * g.hq + head) * g.top_k, g.dv};
-      MergeClusterRow(g, t, head, partials, order, valid_mask, out, lse);
-    }
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
+                    lse);
   }
 }
 
@@ -368,7 +323,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
 template <class Kernel>
 cudaError_t SetSplitKAttributes(Kernel* kernel) {
   const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitKSmemBytes));
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes + kOneQuerySmemBytes));
   if (err != cudaSuccess) return err;
   return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
 }
@@ -381,7 +336,7 @@ int SplitKLargestCluster() {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3{unsigned(kMaxSlots)};
   config.blockDim = dim3{kWarps * 32};
-  config.dynamicSmemBytes = kSplitKSmemBytes;
+  config.dynamicSmemBytes = kSmemBytes + kOneQuerySmemBytes;
   int size = 0;
   if (cudaFuncGetAttributes(&binary, kernel) != cudaSuccess || binary.binaryVersion < 90 ||
       SetSplitKAttributes(kernel) != cudaSuccess ||
@@ -398,9 +353,8 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   if (g.total_q <= 0) return cudaSuccess;
   if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
   const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
-  static_assert(kSmemBytes + OneQuerySmemBytes(kMaxMergeEntries) == kSplitKSmemBytes,
-                "SplitKAttendFits (gpu/common/kernel_fits.h)");
-  const size_t smem = kSmemBytes + OneQuerySmemBytes(MergeEntryCount(g.hq / g.hkv, g.top_k));
+  static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
+  const size_t smem = kSmemBytes + kOneQuerySmemBytes;
   cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
   unsigned char* base = static_cast<unsigned char*>(workspace);

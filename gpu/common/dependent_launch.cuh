@@ -6,7 +6,6 @@
 #ifndef MSA_GPU_COMMON_DEPENDENT_LAUNCH_CUH_
 #define MSA_GPU_COMMON_DEPENDENT_LAUNCH_CUH_
 
-#include <cstdint>
 #include <utility>
 
 #include <cuda_runtime.h>
@@ -34,34 +33,6 @@ __device__ inline void ClusterSync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;" ::: "memory");
 #else
   __syncthreads();
-#endif
-}
-
-// ClusterSync's barrier in two halves without memory ordering, for a kernel that stores into other CTAs' shared memory:
-// every thread of the CTA calls ClusterArriveRelaxed early and ClusterWait before its first such store; the CTAs of
-// the cluster have then all started, which distributed shared memory requires. Before sm_90 both do nothing.
-__device__ inline void ClusterArriveRelaxed() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
-#endif
-}
-__device__ inline void ClusterWait() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
-#endif
-}
-
-// The generic address of `p` (a variable in this CTA's shared memory) in the shared memory of the cluster's CTA of
-// block rank `rank` (distributed shared memory, compute capability 9.0; mapa). Before sm_90 (no clusters) p itself.
-template <typename T>
-__device__ inline T* ClusterPeer(T* p, int rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  uint64_t peer;
-  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(peer) : "l"(reinterpret_cast<uint64_t>(p)), "r"(rank));
-  return reinterpret_cast<T*>(peer);
-#else
-  (void)rank;
-  return p;
 #endif
 }
 

@@ -67,11 +67,9 @@ inline constexpr size_t kKvOuterWgmmaSmemBytes = 104288;
 bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
-// SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P, the row maxima and
-// the partials the CTA merges past it in shared memory: at most, for 32 of them (a launch takes what its group and
-// top_k need: 16 for M3).
-inline constexpr size_t kSplitKSmemBytes =
-    kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 4 * 16 * 4 + 32 * 128 * 4 + 32 * 8;
+// SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
+// past it in shared memory.
+inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 4 * 16 * 4;
 // SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
 // largest, non-portable cluster).
 inline constexpr int kSplitKMaxSlots = 16;

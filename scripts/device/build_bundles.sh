@@ -6,12 +6,12 @@
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
-#   .devbuild/carry/l2merge.tar.xz .devbuild/l2merge/bin (bench/results/mma_rank_2026-12-05.md: split-k merging from L2)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
 # The A/B builds of concluded experiments are gone once their patches no longer apply to HEAD: those of
-# bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed).
+# bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed), and
+# mma_rank_2026-12-05's split-k merge A/B (the push merge did not land: its patch is against 949a6e5).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -21,7 +21,6 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
-M=bench/results/mma_rank_2026-12-05/split_k_l2_merge.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -29,7 +28,6 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
-l2merge | $M | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -43,7 +41,6 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 stages/bin/gpu_bench          | stages/gpu_bench
 stages/bin/gpu_bench_base     | main/gpu_bench
 stages/bin/gpu_twins_test     | stages/gpu_twins_test
-l2merge/bin/gpu_bench         | l2merge/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -51,7 +48,6 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
-l2merge.tar.xz | l2merge
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
