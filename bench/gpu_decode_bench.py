@@ -8,8 +8,9 @@ must read (index keys, queries, K and V of the selected blocks) against the copy
 of the selection and that no output stays poisoned after the repetitions (which reuse one workspace).
 
 Usage: python3 bench/gpu_decode_bench.py --bin BUILD/bench/gpu_bench --out DIR
-         [--shapes 1x1x4096,1x1x65536,...] [--plans "attend=kv-outer-wgmma;attend=split-k"] [--reps 20] [--tag T]
-Shapes are BATCHxQ_LENxKV. Writes DIR/gpu_decode_bench_<date>[_T].json and .md and prints the markdown."""
+         [--shapes 1x1x4096,1x1x65536,...] [--plans "auto;attend=kv-outer-wgmma;attend=split-k"] [--reps 20] [--tag T]
+Shapes are BATCHxQ_LENxKV. A plan "auto" (or an empty entry) is the planner's own choice; without --plans, auto alone.
+Writes DIR/gpu_decode_bench_<date>[_T].json and .md and prints the markdown."""
 import argparse
 import datetime
 import os
@@ -26,14 +27,15 @@ def main():
     p.add_argument("--bin", required=True)
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", default=SHAPES)
-    p.add_argument("--plans", default="", help="';'-separated plans, each comma-separated key=value for gpu_bench")
+    p.add_argument("--plans", default="auto",
+                   help="';'-separated plans, each comma-separated key=value for gpu_bench, or auto")
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--tag", default="")
     p.add_argument("--commit", default=os.environ.get("COMMIT", "unknown"))
     args = p.parse_args()
     copy = ceilings()["copy_gbps"]
     print(f"copy ceiling {copy:.0f} GB/s", flush=True)
-    plans = [plan for plan in args.plans.split(";") if plan] or [""]
+    plans = ["" if plan.strip() in ("", "auto") else plan.strip() for plan in args.plans.split(";")]
     rows = []
     for shape in [s for s in args.shapes.split(",") if s]:
         batch, q_len, kv = (int(x) for x in shape.split("x"))
