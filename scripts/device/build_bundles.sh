@@ -6,6 +6,7 @@
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
+#   .devbuild/carry/eight.tar.xz   .devbuild/eight/bin  (bench/results/split_k_eight_warps_2026-12-05.md: A and B)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -21,6 +22,7 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
+E=bench/results/split_k_eight_warps_2026-12-05/split_k_eight_warps.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -28,6 +30,7 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
+eight  | $E | gpu_bench gpu_twins_test gpu_plans_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -41,6 +44,10 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 stages/bin/gpu_bench          | stages/gpu_bench
 stages/bin/gpu_bench_base     | main/gpu_bench
 stages/bin/gpu_twins_test     | stages/gpu_twins_test
+eight/bin/gpu_bench           | eight/gpu_bench
+eight/bin/gpu_bench_base      | main/gpu_bench
+eight/bin/gpu_twins_test      | eight/gpu_twins_test
+eight/bin/gpu_plans_test      | eight/gpu_plans_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -48,6 +55,7 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
+eight.tar.xz  | eight
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
