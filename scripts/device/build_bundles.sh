@@ -7,7 +7,6 @@
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
 #   .devbuild/carry/eight.tar.xz   .devbuild/eight/bin  (bench/results/split_k_eight_warps_2026-12-05.md: A and B)
-#   .devbuild/carry/table.tar.xz   .devbuild/table/bin  (bench/results/topk_cta_table_2026-12-05.md: A and B)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -24,7 +23,6 @@ built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
 E=bench/results/split_k_eight_warps_2026-12-05/split_k_eight_warps.patch
-T=bench/results/topk_cta_table_2026-12-05/topk_cta_table.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -33,7 +31,6 @@ main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
 eight  | $E | gpu_bench gpu_twins_test gpu_plans_test
-table  | $T | gpu_bench gpu_twins_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -51,9 +48,6 @@ eight/bin/gpu_bench           | eight/gpu_bench
 eight/bin/gpu_bench_base      | main/gpu_bench
 eight/bin/gpu_twins_test      | eight/gpu_twins_test
 eight/bin/gpu_plans_test      | eight/gpu_plans_test
-table/bin/gpu_bench           | table/gpu_bench
-table/bin/gpu_bench_base      | main/gpu_bench
-table/bin/gpu_twins_test      | table/gpu_twins_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -62,7 +56,6 @@ head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
 eight.tar.xz  | eight
-table.tar.xz  | table
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
