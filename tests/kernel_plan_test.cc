@@ -286,11 +286,11 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");
   // Room for the KV-outer tile, not for split-k's extra. Split-k's shared memory: the tile (64 + 2 x 128 rows of 136
   // halves, 64 x 12 bytes of entries) 87808 + P (16 x 136 fp32) 8704 + fragments (8 x 32 x 16 bytes) 4096 + row maxima
-  // (4 x 16 fp32) 256 = 100864.
+  // (8 warps x 16 fp32) 512 = 101120.
   constexpr DeviceCaps kNinetySixKiB{9, 0, 132, 96 * 1024};
   ExpectRuns(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=kv-outer",
              "index=mma,batch=batched,topk=cta,lists=direct,attend=kv-outer");
-  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "100864 bytes of shared memory");
+  ExpectRefused(lowp, Decode(4, 1, 512), kNinetySixKiB, "attend=split-k", "101120 bytes of shared memory");
   ExpectRefused(lowp, Decode(4, 1, 512), kA100Caps, "attend=split-k", "sm_90a");  // clusters
   Config seventeen = lowp;
   seventeen.top_k = 17;  // one CTA per slot in a cluster of at most 16

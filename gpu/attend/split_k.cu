@@ -8,10 +8,10 @@
 // (inputs of the step), then wait for the selection with WaitForPrimary, so their launch overlaps the top-k's tail.
 //
 // A group of at most 16 heads fills one m16 row tile, which AttendTile gives to one warp of four; OneQueryTile spreads
-// that tile over the four warps with the same bits: S by key quarters (each score is the same dot in the same
+// that tile over a CTA of eight warps with the same bits: S by key eighths (each score is the same dot in the same
 // order), the row maxima combined through shared memory (fmaxf is exact), P in shared memory so that one warp sums l
-// in AttendTile's order, and O = P V by dim quarters (each output keeps its 16-key order). Larger groups take
-// AttendTile.
+// in AttendTile's order, and O = P V by dim eighths (each output keeps its 16-key order). Larger groups take
+// AttendTile, in a CTA of four warps.
 #include <algorithm>
 
 #include "gpu/attend/kv_outer_tile.cuh"
@@ -26,12 +26,14 @@ using kv_outer::kDimPad;
 using kv_outer::kKeyPad;
 using kv_outer::kSmemBytes;
 using kv_outer::kStride;
-using kv_outer::kWarps;
 using mma::kFullMask;
 
-constexpr int kRows = 16;                                // one m16 row tile: a group of at most 16 heads
-constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kWarps;  // 16-key steps of S per warp
-constexpr int kDimTilesPerWarp = kDimPad / 16 / kWarps;  // 16-dim steps of O per warp
+constexpr int kRows = 16;  // one m16 row tile: a group of at most 16 heads
+// Warps of a split-k CTA: groups of at most 16 heads take OneQueryTile on kOneQueryWarps, larger groups AttendTile
+// (kv_outer::kWarps).
+constexpr int kOneQueryWarps = 8;
+constexpr int kKeyTilesPerWarp = kKeyPad / 16 / kOneQueryWarps;  // 16-key steps of S per warp
+constexpr int kDimTilesPerWarp = kDimPad / 16 / kOneQueryWarps;  // 16-dim steps of O per warp
 
 // OneQueryTile's shared memory past the tile's (kSmemBytes): P in fp32 and as A fragments, the warps' row maxima.
 // P's rows are kPStride floats apart, so that a warp's float2 accesses (8 rows x 4 threads) hit distinct banks; a
@@ -40,10 +42,10 @@ constexpr int kPStride = kKeyPad + 8;
 struct OneQueryShared {
   float* p;         // [kRows][kPStride]
   uint4* pa;        // [kKeyPad / 16][32 lanes]
-  float* warp_max;  // [kWarps][kRows]
+  float* warp_max;  // [kOneQueryWarps][kRows]
 };
 constexpr size_t kOneQuerySmemBytes =
-    size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kWarps) * kRows * 4;
+    size_t(kRows) * kPStride * 4 + size_t(kKeyPad / 16) * 32 * 16 + size_t(kOneQueryWarps) * kRows * 4;
 __device__ inline OneQueryShared CarveOneQueryShared(unsigned char* smem) {
   OneQueryShared x;
   x.p = reinterpret_cast<float*>(smem);
@@ -72,8 +74,8 @@ __device__ inline void LoadGroupQueries(const uint16_t* q, const AttendGeometry&
 // copies are issued back to back (a warp per SM sub-partition here, so every instruction's latency is exposed).
 __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t key0, int nkeys, int hkv, int r, int dims,
                                      uint16_t* dst) {
-  constexpr int kPieces = kDimPad / 8, kKeysPerPass = kWarps * 32 / kPieces;
-  static_assert(kWarps * 32 % kPieces == 0 && kKeyPad % kKeysPerPass == 0, "whole passes of whole rows");
+  constexpr int kPieces = kDimPad / 8, kKeysPerPass = kOneQueryWarps * 32 / kPieces;
+  static_assert(kOneQueryWarps * 32 % kPieces == 0 && kKeyPad % kKeysPerPass == 0, "whole passes of whole rows");
   const int piece = int(threadIdx.x) % kPieces, first_key = int(threadIdx.x) / kPieces;
   const bool piece_valid = piece * 8 < dims;
   const uint16_t* from = src + ((kb + key0 + first_key) * hkv + r) * dims + piece * 8;
@@ -90,7 +92,7 @@ __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t ke
 }
 
 // AttendTile's partial for a tile of one query whose group has at most 16 heads (tile entry `entry`, the query at key
-// position pos, its keys from kb), on all four warps; the same preconditions and the same bits,
+// position pos, its keys from kb), on all kOneQueryWarps warps; the same preconditions and the same bits,
 // and Q already issued (LoadGroupQueries).
 template <int kLowp>
 __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
@@ -155,7 +157,7 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     m_row[h] = x.warp_max[row_h[h]];
-    for (int w = 1; w < kWarps; ++w) m_row[h] = fmaxf(m_row[h], x.warp_max[w * kRows + row_h[h]]);
+    for (int w = 1; w < kOneQueryWarps; ++w) m_row[h] = fmaxf(m_row[h], x.warp_max[w * kRows + row_h[h]]);
     m_log2[h] = mma::MaxLog2(m_row[h]);
   }
 #pragma unroll
@@ -268,9 +270,10 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
 // cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
-// cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kWarps i).
-template <int kLowp>
-__global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
+// cluster synchronizes, and CTA c's warp w merges the group's rows c + top_k (w + kCtaWarps i). kCtaWarps:
+// kOneQueryWarps for groups of at most 16 heads, kv_outer::kWarps for larger ones.
+template <int kLowp, int kCtaWarps>
+__global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
                        float* part_o, float2* part_ml, double* out, double* lse) {
@@ -281,11 +284,12 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   const kv_outer::TileShared s = kv_outer::CarveTileShared(split_k_smem);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, qpc = kv_outer::TileQueries(g);
   const int group = g.hq / g.hkv;
+  constexpr bool kOneQuery = kCtaWarps == kOneQueryWarps;
   const int i = int(blockIdx.x);  // grid x = chunk queries * Hkv * top_k < 2^31
   const int64_t t_local = i / (g.hkv * g.top_k), t = t0 + t_local;
   const int r = (i / g.top_k) % g.hkv, slot = i % g.top_k;
-  if (group <= kRows) LoadGroupQueries(q, g, t, r, s);  // before the wait: it overlaps the top-k's tail
-  const int64_t pos = position[t], kb = key_begin[t];   // inputs of the step, as Q
+  if (kOneQuery) LoadGroupQueries(q, g, t, r, s);      // before the wait: it overlaps the top-k's tail
+  const int64_t pos = position[t], kb = key_begin[t];  // inputs of the step, as Q
   const int32_t entry = int32_t(t_local * g.top_k + slot);
   if (tid < qpc) {  // AttendTile's tile: entry 0 this query, the others padding
     s.tile_entry[tid] = tid == 0 ? entry : -1;
@@ -303,7 +307,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   __syncthreads();  // the ids, and the tile's entry and position
   const int32_t id = own_id;
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
-    if (group <= kRows) {
+    if constexpr (kOneQuery) {
       OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
                           CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
@@ -313,7 +317,7 @@ __global__ void __launch_bounds__(kWarps * 32, kv_outer::kCtasPerSm)
   }
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
-  for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kWarps) {
+  for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kCtaWarps) {
     MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
                     lse);
   }
@@ -331,11 +335,11 @@ cudaError_t SetSplitKAttributes(Kernel* kernel) {
 }  // namespace
 
 int SplitKLargestCluster() {
-  const auto kernel = SplitKAttendKernel<kLowpBF16>;
+  const auto kernel = SplitKAttendKernel<kLowpBF16, kOneQueryWarps>;
   cudaFuncAttributes binary{};
   cudaLaunchConfig_t config{};
   config.gridDim = dim3{unsigned(kMaxSlots)};
-  config.blockDim = dim3{kWarps * 32};
+  config.blockDim = dim3{kOneQueryWarps * 32};
   config.dynamicSmemBytes = kSmemBytes + kOneQuerySmemBytes;
   int size = 0;
   if (cudaFuncGetAttributes(&binary, kernel) != cudaSuccess || binary.binaryVersion < 90 ||
@@ -352,7 +356,12 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
-  const auto kernel = lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16> : SplitKAttendKernel<kLowpF16>;
+  const bool one_query = g.hq / g.hkv <= kRows;
+  const int warps = one_query ? kOneQueryWarps : kv_outer::kWarps;
+  const auto kernel = one_query ? (lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16, kOneQueryWarps>
+                                                     : SplitKAttendKernel<kLowpF16, kOneQueryWarps>)
+                                : (lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16, kv_outer::kWarps>
+                                                     : SplitKAttendKernel<kLowpF16, kv_outer::kWarps>);
   static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
   const size_t smem = kSmemBytes + kOneQuerySmemBytes;
   cudaError_t err = SetSplitKAttributes(kernel);
@@ -363,8 +372,8 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
     const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
     const dim3 grid{unsigned(nq * g.hkv * g.top_k)};
-    err = LaunchDependentCluster(kernel, grid, dim3{kWarps * 32}, smem, unsigned(g.top_k), stream, q, k, v, topk,
-                                 position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
+    err = LaunchDependentCluster(kernel, grid, dim3{unsigned(warps) * 32}, smem, unsigned(g.top_k), stream, q, k, v,
+                                 topk, position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
     if (err != cudaSuccess) return err;
   }
   return cudaGetLastError();

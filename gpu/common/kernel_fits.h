@@ -69,7 +69,7 @@ bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
 // SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
 // past it in shared memory.
-inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 4 * 16 * 4;
+inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 8 * 16 * 4;
 // SplitKAttend's most slots: the top_k CTAs of a (query, group) form one thread block cluster (16: H100 / H200's
 // largest, non-portable cluster).
 inline constexpr int kSplitKMaxSlots = 16;
