@@ -6,13 +6,16 @@
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
-#   .devbuild/carry/eight.tar.xz   .devbuild/eight/bin  (bench/results/split_k_eight_warps_2026-12-05.md: A and B)
+#   .devbuild/carry/tma.tar.xz     .devbuild/tma/bin    (bench/results/index_tma_2026-12-05.md: A and B, A's tests)
+#   .devbuild/carry/four.tar.xz    .devbuild/four/bin   (bench/results/split_k_eight_warps_2026-12-05.md: HEAD's
+#                                                        split-k on four warps, for an A/B on an H200)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
 # The A/B builds of concluded experiments are gone once their patches no longer apply to HEAD: those of
 # bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed), and
-# mma_rank_2026-12-05's split-k merge A/B (the push merge did not land: its patch is against 949a6e5).
+# mma_rank_2026-12-05's split-k merge A/B (the push merge did not land: its patch is against 949a6e5), and
+# split_k_eight_warps_2026-12-05's (landed; its reverse, four_warps.patch, builds the variant `four`).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -22,7 +25,8 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
-E=bench/results/split_k_eight_warps_2026-12-05/split_k_eight_warps.patch
+W=bench/results/split_k_eight_warps_2026-12-05/four_warps.patch
+T=bench/results/index_tma_2026-12-05/index_tma.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -30,7 +34,8 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 stages | $S | gpu_bench gpu_twins_test
-eight  | $E | gpu_bench gpu_twins_test gpu_plans_test
+four   | $W | gpu_bench
+tma    | $T | gpu_bench gpu_twins_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_union_tile_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -44,10 +49,15 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 stages/bin/gpu_bench          | stages/gpu_bench
 stages/bin/gpu_bench_base     | main/gpu_bench
 stages/bin/gpu_twins_test     | stages/gpu_twins_test
-eight/bin/gpu_bench           | eight/gpu_bench
-eight/bin/gpu_bench_base      | main/gpu_bench
-eight/bin/gpu_twins_test      | eight/gpu_twins_test
-eight/bin/gpu_plans_test      | eight/gpu_plans_test
+four/bin/gpu_bench            | main/gpu_bench
+four/bin/gpu_bench_base       | four/gpu_bench
+tma/bin/gpu_bench             | tma/gpu_bench
+tma/bin/gpu_bench_base        | main/gpu_bench
+tma/bin/gpu_twins_test        | tma/gpu_twins_test
+tma/bin/gpu_plans_test        | tma/gpu_plans_test
+tma/bin/gpu_lowp_test         | tma/gpu_lowp_test
+tma/bin/gpu_e4m3_test         | tma/gpu_e4m3_test
+tma/bin/gpu_union_tile_test   | tma/gpu_union_tile_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -55,7 +65,8 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 stages.tar.xz | stages
-eight.tar.xz  | eight
+four.tar.xz   | four
+tma.tar.xz    | tma
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
