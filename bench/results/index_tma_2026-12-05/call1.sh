@@ -2,7 +2,7 @@
 # The index kernel's key tiles by bulk tensor copy (bench/results/index_tma_2026-12-05.md). Carry .devbuild/carry
 # after scripts/device/build_bundles.sh (variant `tma`). A = tma/bin/gpu_bench (the patch), B = gpu_bench_base (HEAD).
 # Correctness first (A's tests: the index twins, e4m3, path U's tile with the moved encoder; memcheck on a prefill
-# whose chunks take the bulk copies), then the index branch A/B at 32K and 128K, interleaved.
+# whose chunks take the bulk copies), then the index branch A/B at 128K, interleaved.
 source scripts/device/head_bundle.sh
 tar xJf .devbuild/carry/tma.tar.xz
 T=.devbuild/tma/bin
@@ -16,5 +16,5 @@ step union 60 $T/gpu_union_tile_test
 step memcheck 60 compute-sanitizer --tool memcheck $T/gpu_bench prefill 4096 1
 tail -n 1 $OUT/memcheck.log
 step index 220 python3 bench/gpu_index_bench.py --bins tma=$T/gpu_bench,head=$T/gpu_bench_base --out $OUT \
-  --prefill 32768,131072 --decode '' --rounds 2 --tag tma
+  --prefill 131072 --decode '' --rounds 2 --tag tma
 tail -n 8 $OUT/index.log
