@@ -27,15 +27,13 @@
 // The turns alternate between the warpgroups (FlashAttention-3's ping-pong). Each row sees the same operations in the
 // same order as in UnionTileKernel.
 // docs:end gpu-union-tile-ws
-#include <cuda.h>  // CUtensorMap (types only: the encoder comes through the runtime's driver entry point)
-#include <cudaTypedefs.h>
-
 #include <algorithm>
 #include <climits>
 
 #include "gpu/attend/union_tile.cuh"
 #include "gpu/common/device_query.h"
 #include "gpu/common/mbarrier.cuh"
+#include "gpu/common/tensor_map.h"
 
 namespace msa::gpu {
 namespace {
@@ -265,6 +263,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       mbarrier::Init(At(bar.table_full[t]), kBuilders);
       mbarrier::Init(At(bar.table_empty[t]), kConsumers + 1);
     }
+    mbarrier::FenceInit();
   }
   __syncthreads();
   if (tid >= kConsumers) {  // the producer warpgroup
@@ -284,31 +283,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-namespace {
-
-// A [rows][heads][dims] tensor of 16-bit values as a tensor map of [box_rows][box_heads][64 dims] boxes, 128-byte
-// swizzle, zero fill past its bounds (cuTensorMapEncodeTiled, through the runtime's driver entry point).
-cudaError_t EncodeBoxMap(const uint16_t* base, int64_t rows, int heads, int dims, int box_rows, int box_heads,
-                         CUtensorMap* map) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (encode == nullptr) {
-    cudaDriverEntryPointQueryResult found;
-    const cudaError_t err = cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000, cudaEnableDefault, &found);
-    if (err != cudaSuccess) return err;
-    if (found != cudaDriverEntryPointSuccess || encode == nullptr) return cudaErrorNotSupported;
-  }
-  const cuuint64_t dim[3] = {cuuint64_t(dims), cuuint64_t(heads), cuuint64_t(rows)};
-  const cuuint64_t stride[2] = {cuuint64_t(dims) * 2, cuuint64_t(dims) * heads * 2};  // bytes, dims 1 and 2
-  const cuuint32_t box[3] = {64, uint32_t(box_heads), uint32_t(box_rows)}, element_stride[3] = {1, 1, 1};
-  const CUresult result = encode(map, CU_TENSOR_MAP_DATA_TYPE_UINT16, 3, const_cast<uint16_t*>(base), dim, stride, box,
-                                 element_stride, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  return result == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue;
-}
-
-}  // namespace
-
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                               const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
@@ -322,9 +296,9 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   if (count <= 0) return cudaSuccess;
   const int group = g.hq / g.hkv;
   CUtensorMap q_map, k_map, v_map;
-  cudaError_t err = EncodeBoxMap(q, g.total_q, g.hq, g.d, kWgRows / group, group, &q_map);
-  if (err == cudaSuccess) err = EncodeBoxMap(k, total_k, g.hkv, g.d, kKeys, 1, &k_map);
-  if (err == cudaSuccess) err = EncodeBoxMap(v, total_k, g.hkv, g.dv, kKeys, 1, &v_map);
+  cudaError_t err = EncodeBoxMap(q, 2, g.total_q, g.hq, g.d, kWgRows / group, group, &q_map);
+  if (err == cudaSuccess) err = EncodeBoxMap(k, 2, total_k, g.hkv, g.d, kKeys, 1, &k_map);
+  if (err == cudaSuccess) err = EncodeBoxMap(v, 2, total_k, g.hkv, g.dv, kKeys, 1, &v_map);
   if (err != cudaSuccess) return err;
   const auto kernel = lowp == kLowpBF16 ? UnionTileWsKernel<kLowpBF16> : UnionTileWsKernel<kLowpF16>;
   err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes));

@@ -12,10 +12,15 @@
 
 namespace msa::gpu::mbarrier {
 
-// One thread initializes; a __syncthreads() must follow before any other thread uses the barrier.
+// One thread initializes, then calls FenceInit once after its last Init; a __syncthreads() must follow before any
+// other thread uses the barrier.
 __device__ inline void Init(uint32_t bar, uint32_t count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
+
+// Makes the calling thread's earlier Inits visible to the async proxy, whose bulk copies complete on the barriers
+// (fence.mbarrier_init, PTX ISA "membar/fence").
+__device__ inline void FenceInit() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
 
 __device__ inline void Arrive(uint32_t bar) {
   asm volatile(

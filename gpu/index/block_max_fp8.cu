@@ -90,11 +90,11 @@ struct E4M3Operands {
 #endif  // MSA_WGMMA_ENABLED
 };
 
-template <int kWgs>
+template <int kWgs, bool kTma>
 __global__ void __launch_bounds__(kWgs * 128, 1)
-    BlockMaxFp8Kernel(const uint8_t* index_q, const uint8_t* index_k, ChunkGeometry g, float scale,
-                      int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
-  block_max::BlockMaxCta<E4M3Operands, kWgs>(index_q, index_k, g, scale, blocks_per_cta, bs, bad_row);
+    BlockMaxFp8Kernel(const uint8_t* index_q, const uint8_t* index_k, const __grid_constant__ CUtensorMap key_map,
+                      ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
+  block_max::BlockMaxCta<E4M3Operands, kWgs, kTma>(index_q, index_k, &key_map, g, scale, blocks_per_cta, bs, bad_row);
 }
 
 }  // namespace
@@ -111,8 +111,11 @@ cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, co
   constexpr int64_t kInt32Max = 2147483647;
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) return cudaErrorNotSupported;
   // A batched chunk: cudaErrorNotSupported (E4M3Operands::kBatchedChunks is false).
-  return block_max::LaunchBlockMax<E4M3Operands>(BlockMaxFp8Kernel<1>, BlockMaxFp8Kernel<2>, index_q, index_k, g, scale,
-                                                 bs, bad_row, stream);
+  const auto pick = [](int wgs, bool tma) {
+    if (wgs == 1) return tma ? BlockMaxFp8Kernel<1, true> : BlockMaxFp8Kernel<1, false>;
+    return tma ? BlockMaxFp8Kernel<2, true> : BlockMaxFp8Kernel<2, false>;
+  };
+  return block_max::LaunchBlockMax<E4M3Operands>(pick, index_q, index_k, g, scale, bs, bad_row, stream);
 }
 
 }  // namespace msa::gpu

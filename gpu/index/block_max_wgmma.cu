@@ -10,8 +10,11 @@
 //   CTA        kWgs (2, or 1 for <= 64 rows) warpgroups; warpgroup w owns the CTA's rows 64w..64w+63 (the wgmma M),
 //              warp v of the CTA the rows 16v..16v+15. The query rows are loaded once (cp.async into a padded
 //              tile, then ldmatrix) into registers: 8 k16 A fragments per thread (dims zero-padded to 128).
-//   keys       128-key tiles of index_k stream through a 4-stage cp.async ring shared by the warpgroups, each tile
+//   keys       128-key tiles of index_k stream through a 4-stage ring shared by the warpgroups, each tile
 //              [2][128 keys][128 B] (dims 0-63 | 64-127, K-major, 128-byte swizzle, 1024-byte aligned; 32 KiB).
+//              kTma (a plain chunk with Di = 128): thread 0 copies a tile as two bulk tensor copies (one per
+//              64-dim box) completing on the stage's mbarrier; otherwise (batched chunks, Di < 128) every thread
+//              copies by cp.async. The stages hold the same bytes either way.
 //   S = Q K^T  per tile and warpgroup 8 x wgmma m64n128k16, A from registers, B = the tile (descriptors), fp32
 //              accumulators zeroed first, k16 steps in ascending order: as the mma.sync kernel's c = 0,
 //              mma(k = 0), ..., mma(k = 7) (in SASS both first steps take the zero register RZ as C), so the
@@ -34,13 +37,15 @@
 //   grid       grid.x = 128-row tiles, latest rows first; grid.y splits the key blocks for decode and short
 //              chunks (the launcher of BlockMaxScores with 128-row tiles, one CTA per SM); grid.z = the sequences
 //              of a batched chunk (EnterSequence: the CTA's sequence, its rows at their offset in bs).
-// Pipeline of tile i (all threads; cp.async groups: Q, tiles 0..2 in the prologue, then one per tile):
-//   wait tile i + 1 landed (cp.async.wait_group 1); proxy fence; barrier (also: tile i - 1's stage is free)
-//   cp.async tile i + 3 -> the stage of tile i - 1
+// Pipeline of tile i (all threads; the prologue loads Q and tiles 0..2):
+//   wait tile i + 1 landed (kTma: its stage's mbarrier phase; else cp.async.wait_group 1 and a proxy fence);
+//   barrier (also: tile i - 1's stage is free)
+//   tile i + 3 -> the stage of tile i - 1 (kTma: issued by thread 0; else one cp.async group of every thread)
 //   zero the free accumulator set; wgmma.fence; issue tile i + 1 (8 wgmma); commit; wgmma.wait_group 1
 //   reduce tile i from the other set
 // Shared memory: 4 x 32 KiB key stages + 64 * kWgs rows of 272 B (query tile) + 1 KiB alignment slack (163 KiB
-// for two warpgroups). ptxas (CUDA 13.0, sm_90a): 236 registers (247 with the scaled check), no spills,
+// for two warpgroups). ptxas (CUDA 13.0, sm_90a), bf16: 236 registers (247 with the scaled check; kTma 230 and
+// 234), no spills,
 // no wgmma serialization warning (C7514), no local memory, one barrier, one CTA per multiprocessor.
 // docs:end gpu-block-max-wgmma
 #include <cmath>
@@ -118,21 +123,25 @@ struct Lowp16Operands {
 #endif  // MSA_WGMMA_ENABLED
 };
 
-template <int kLowp, bool kScaledCheck, int kWgs>
+template <int kLowp, bool kScaledCheck, int kWgs, bool kTma>
 __global__ void __launch_bounds__(kWgs * 128, 1)
-    BlockMaxWgmmaKernel(const uint16_t* index_q, const uint16_t* index_k, ChunkGeometry g, float scale,
-                        int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
-  block_max::BlockMaxCta<Lowp16Operands<kLowp, kScaledCheck>, kWgs>(index_q, index_k, g, scale, blocks_per_cta, bs,
-                                                                    bad_row);
+    BlockMaxWgmmaKernel(const uint16_t* index_q, const uint16_t* index_k, const __grid_constant__ CUtensorMap key_map,
+                        ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
+  block_max::BlockMaxCta<Lowp16Operands<kLowp, kScaledCheck>, kWgs, kTma>(index_q, index_k, &key_map, g, scale,
+                                                                          blocks_per_cta, bs, bad_row);
 }
 
 template <int kLowp, bool kScaledCheck>
 cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
                              float* bs, unsigned long long* bad_row, cudaStream_t stream) {
-  using Ops = Lowp16Operands<kLowp, kScaledCheck>;
-  return block_max::LaunchBlockMax<Ops>(BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1>,
-                                        BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2>, index_q, index_k, g, scale, bs,
-                                        bad_row, stream);
+  const auto pick = [](int wgs, bool tma) {
+    if (wgs == 1)
+      return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, true>
+                 : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, false>;
+    return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, true> : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, false>;
+  };
+  return block_max::LaunchBlockMax<Lowp16Operands<kLowp, kScaledCheck>>(pick, index_q, index_k, g, scale, bs, bad_row,
+                                                                        stream);
 }
 
 // The kernel for this precision and scale (MaxCheckFold: the unscaled check where scale <= 1).

@@ -17,6 +17,12 @@
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
+// The key tiles come in one of two ways (kTma), with the same bytes in the stages: cp.async by every thread (zero
+// fill past the CTA's key end and past di), or, for a plain chunk whose vectors fill the padded dims (TmaKeyTiles),
+// one bulk tensor copy per column block issued by thread 0 and completing on the stage's mbarrier (keys past the
+// sequence's end zero-filled; keys between the CTA's key end and the tile's end are the sequence's own, and no
+// reduction reads their scores: a half at or past key_end is skipped, key_end is a block end or past the chunk's
+// last position, and blocks are whole halves).
 #ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
 #define MSA_GPU_BLOCK_MAX_WGMMA_CUH_
 
@@ -26,7 +32,9 @@
 
 #include "gpu/common/chunk.cuh"
 #include "gpu/common/dependent_launch.cuh"
+#include "gpu/common/mbarrier.cuh"
 #include "gpu/common/mma.cuh"
+#include "gpu/common/tensor_map.h"
 #include "gpu/common/wgmma.cuh"
 #include "gpu/kernels.h"
 
@@ -103,11 +111,12 @@ struct RowState {
 };
 
 // One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
-// rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles).
-template <class Ops, int kWgs>
+// rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles). With kTma the
+// key tiles come from key_map (the sequence's index_k, KeyTileMap), else from index_k.
+template <class Ops, int kWgs, bool kTma>
 __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q, const typename Ops::Element* index_k,
-                                            ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs,
-                                            unsigned long long* bad_row) {
+                                            const CUtensorMap* key_map, ChunkGeometry g, float scale,
+                                            int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
 #if defined(MSA_WGMMA_ENABLED)
   AllowDependents();  // the top-k may launch now; it waits for this grid's end
   using Element = typename Ops::Element;
@@ -159,6 +168,19 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   }
   wgmma::CopyAsyncCommit();
 
+  // kTma: the stages' mbarriers, one phase per tile (tile i completes phase i / kStages of stage i % kStages).
+  __shared__ alignas(8) uint64_t key_full[kStages];
+  if constexpr (kTma) {
+    if (tid == 0) {
+      for (int s = 0; s < kStages; ++s) mbarrier::Init(wgmma::SharedAddress(&key_full[s]), 1);
+      mbarrier::FenceInit();
+    }
+    __syncthreads();
+  }
+  const auto tile_landed = [&](int tile) {  // kTma: wait for tile `tile`'s bytes
+    mbarrier::Wait(wgmma::SharedAddress(&key_full[tile % kStages]), uint32_t(tile / kStages) & 1u);
+  };
+
   // Key tile `tile` -> stage tile % kStages, swizzled; keys past key_end and dims past di zero-filled. Thread tid
   // copies chunk tid % kPaddedChunks of keys tid / kPaddedChunks + kKeysPerPass * j (chunk c in column block
   // c / 8), so its swizzle row (key % 8) is fixed.
@@ -171,6 +193,19 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const Element* load_src0 = index_k + (g.key_begin + key_first + load_key) * g.di + load_chunk * L::kChunkElems;
   const int64_t pass_elems = int64_t(kKeysPerPass) * g.di;
   const auto load_tile = [&](int tile) {
+    if constexpr (kTma) {
+      if (tid == 0) {
+        const uint32_t stage = k_smem + uint32_t(tile % kStages) * L::kStageBytes;
+        const uint32_t bar = wgmma::SharedAddress(&key_full[tile % kStages]);
+        mbarrier::ArriveExpectTx(bar, L::kStageBytes);
+#pragma unroll
+        for (int c = 0; c < L::kColBlocks; ++c) {
+          mbarrier::TensorLoad3d(stage + uint32_t(c) * kColBlockBytes, key_map, c * int(kRowBytes / sizeof(Element)), 0,
+                                 key_first + tile * kTileKeys, bar);
+        }
+      }
+      return;
+    }
     const uint32_t dst = k_smem + uint32_t(tile % kStages) * L::kStageBytes + load_dst0;
     const int key0 = key_first + tile * kTileKeys + load_key;
     if (load_dims && key_first + (tile + 1) * kTileKeys <= key_end) {
@@ -192,7 +227,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
     if (s < num_tiles) load_tile(s);
-    wgmma::CopyAsyncCommit();
+    if constexpr (!kTma) wgmma::CopyAsyncCommit();
   }
 
   // This thread's rows, and the first position of its warp's rows (halves before it need no causal mask).
@@ -209,7 +244,11 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const int warp_first_row = row0 + warp * 16 < rows ? row0 + warp * 16 : rows - 1;
   const int warp_min_pos = pos0 + warp_first_row / hidx;
 
-  wgmma::CopyAsyncWait<kStages - 1>();  // the query group
+  if constexpr (kTma) {
+    wgmma::CopyAsyncWait<0>();  // the query group, the only one
+  } else {
+    wgmma::CopyAsyncWait<kStages - 1>();  // the query group
+  }
   __syncthreads();
   uint32_t a[L::kKSteps][4];  // A fragments of the warp's 16 rows (the wgmma register-A layout = mma.sync's)
 #pragma unroll
@@ -281,17 +320,25 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   // Before S(tile + 1) is issued: its keys have landed and are published, and tile + 3 is loaded into the stage
   // of tile - 1 (every warpgroup is past tile - 1's wgmma: it waited for it before this barrier).
   const auto advance = [&](int tile) {
-    wgmma::CopyAsyncWait<kStages - 3>();  // tile + 1 has landed (tiles up to tile + kStages - 2 were committed)
-    wgmma::FenceProxyAsyncShared();
+    if constexpr (kTma) {
+      tile_landed(tile + 1);
+    } else {
+      wgmma::CopyAsyncWait<kStages - 3>();  // tile + 1 has landed (tiles up to tile + kStages - 2 were committed)
+      wgmma::FenceProxyAsyncShared();
+    }
     __syncthreads();
     if (tile + kStages - 1 < num_tiles) load_tile(tile + kStages - 1);
-    wgmma::CopyAsyncCommit();
+    if constexpr (!kTma) wgmma::CopyAsyncCommit();
   };
 
   float acc0[64], acc1[64];
-  wgmma::CopyAsyncWait<kStages - 2>();  // tile 0
-  wgmma::FenceProxyAsyncShared();
-  __syncthreads();
+  if constexpr (kTma) {
+    tile_landed(0);
+  } else {
+    wgmma::CopyAsyncWait<kStages - 2>();  // tile 0
+    wgmma::FenceProxyAsyncShared();
+    __syncthreads();
+  }
   issue(acc0, 0);
   // Two tiles per trip so that each accumulator set keeps its registers, and no wgmma issue or wait under a
   // condition inside the loop: ptxas serializes the wgmmas (C7514) when an accumulator set in flight meets a
@@ -332,34 +379,52 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     }
   }
 #elif defined(__CUDA_ARCH__)
-  (void)index_q, (void)index_k, (void)g, (void)scale, (void)blocks_per_cta, (void)bs, (void)bad_row;
+  (void)index_q, (void)index_k, (void)key_map, (void)g, (void)scale, (void)blocks_per_cta, (void)bs, (void)bad_row;
   __trap();  // built for another target: the launchers run these kernels on sm_90 devices only
 #endif
 }
 
-// The kernels' signature: (index_q, index_k, g, scale, blocks_per_cta, bs, bad_row).
+// The kernels' signature: (index_q, index_k, key_map, g, scale, blocks_per_cta, bs, bad_row); key_map is a
+// __grid_constant__ parameter, read by the kTma kernels only.
 template <class Element>
-using BlockMaxKernel = void (*)(const Element*, const Element*, ChunkGeometry, float, int64_t, float*,
-                                unsigned long long*);
+using BlockMaxKernel = void (*)(const Element*, const Element*, const CUtensorMap, ChunkGeometry, float, int64_t,
+                                float*, unsigned long long*);
 
-// Launches the one-warpgroup kernel for chunks of <= 64 rows, the two-warpgroup one otherwise, on the grid of
-// PlanBlockMaxGrid. A batched chunk to a kernel that takes none: cudaErrorNotSupported, nothing enqueued.
+// Whether a chunk's key tiles can come by bulk tensor copy: a plain chunk (one sequence's index_k from key_begin)
+// whose vectors fill the padded dims (so that no copy crosses di) and whose first key is 16-byte aligned, with
+// 32-bit key coordinates.
 template <class Ops>
-cudaError_t LaunchBlockMax(BlockMaxKernel<typename Ops::Element> one_warpgroup,
-                           BlockMaxKernel<typename Ops::Element> two_warpgroups, const typename Ops::Element* index_q,
-                           const typename Ops::Element* index_k, const ChunkGeometry& g, float scale, float* bs,
-                           unsigned long long* bad_row, cudaStream_t stream) {
+bool TmaKeyTiles(const typename Ops::Element* index_k, const ChunkGeometry& g) {
+  return g.sequences == nullptr && g.di == kDiPad && g.k_len >= 1 && g.k_len <= 2147483647 &&
+         reinterpret_cast<uintptr_t>(index_k + g.key_begin * g.di) % 16 == 0;
+}
+
+// Launches the kernel of pick(wgs, tma): one warpgroup for chunks of <= 64 rows, two otherwise; tma where
+// TmaKeyTiles holds, with the map of the sequence's keys; on the grid of PlanBlockMaxGrid. A batched chunk to a
+// kernel that takes none: cudaErrorNotSupported, nothing enqueued.
+template <class Ops, class Pick>
+cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, const typename Ops::Element* index_k,
+                           const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row,
+                           cudaStream_t stream) {
+  using Element = typename Ops::Element;
   if (g.sequences != nullptr && !Ops::kBatchedChunks) return cudaErrorNotSupported;
   const int wgs = g.nq * g.hidx <= 64 ? 1 : 2;
-  const BlockMaxKernel<typename Ops::Element> kernel = wgs == 1 ? one_warpgroup : two_warpgroups;
+  const bool tma = TmaKeyTiles<Ops>(index_k, g);
+  CUtensorMap key_map{};
+  cudaError_t err = cudaSuccess;
+  if (tma) {
+    err = EncodeBoxMap(index_k + g.key_begin * g.di, int(sizeof(Element)), g.k_len, 1, g.di, kTileKeys, 1, &key_map);
+    if (err != cudaSuccess) return err;
+  }
+  const BlockMaxKernel<Element> kernel = pick(wgs, tma);
   const size_t smem = SmemBytes<Ops>(wgs);
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
   if (err != cudaSuccess) return err;
   int ctas_per_sm = 0;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, wgs * 128, smem);
   if (err != cudaSuccess) return err;
   const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64, ctas_per_sm);
-  kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
+  kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 

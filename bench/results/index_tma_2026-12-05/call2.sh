@@ -4,7 +4,7 @@
 source scripts/device/head_bundle.sh
 [ -d .devbuild/tma/bin ] || tar xJf .devbuild/carry/tma.tar.xz
 T=.devbuild/tma/bin
-export PYTHONUNBUFFERED=1 STEPS_BUDGET=560
+export PYTHONUNBUFFERED=1 STEPS_BUDGET=${STEPS_BUDGET:-560}
 source scripts/device/steps.sh
 nvidia-smi --query-gpu=name,clocks.max.sm,memory.total --format=csv,noheader
 step plans 200 env MSA_GPU_PLANS_MATCHING=index=wgmma $T/gpu_plans_test
