@@ -5,8 +5,8 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
-#   .devbuild/carry/stages.tar.xz  .devbuild/stages/bin (bench/results/index_stages_2026-12-05.md: A and B builds)
-#   .devbuild/carry/tma.tar.xz     .devbuild/tma/bin    (bench/results/index_tma_2026-12-05.md: A and B, A's tests)
+#   .devbuild/carry/tma.tar.xz     .devbuild/tma/bin    (bench/results/index_tma_2026-12-05.md: HEAD's bulk-copy key
+#                                                        tiles against HEAD with cp_async_keys.patch, HEAD's tests)
 #   .devbuild/carry/four.tar.xz    .devbuild/four/bin   (bench/results/split_k_eight_warps_2026-12-05.md: HEAD's
 #                                                        split-k on four warps, for an A/B on an H200)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
@@ -15,7 +15,8 @@
 # The A/B builds of concluded experiments are gone once their patches no longer apply to HEAD: those of
 # bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed), and
 # mma_rank_2026-12-05's split-k merge A/B (the push merge did not land: its patch is against 949a6e5), and
-# split_k_eight_warps_2026-12-05's (landed; its reverse, four_warps.patch, builds the variant `four`).
+# index_stages_2026-12-05's (not landed; its patch applies up to 47a1f03), split_k_eight_warps_2026-12-05's (landed;
+# its reverse, four_warps.patch, builds the variant `four`), and index_tma_2026-12-05's (landed; cp_async_keys.patch turns its bulk copies off: the variant `cpasync`).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -24,18 +25,16 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-S=bench/results/index_stages_2026-12-05/decode_index_stages.patch
 W=bench/results/split_k_eight_warps_2026-12-05/four_warps.patch
-T=bench/results/index_tma_2026-12-05/index_tma.patch
-tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test"
+K=bench/results/index_tma_2026-12-05/cp_async_keys.patch
+tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
-stages | $S | gpu_bench gpu_twins_test
 four   | $W | gpu_bench
-tma    | $T | gpu_bench gpu_twins_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_union_tile_test
+cpasync | $K | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -46,25 +45,21 @@ head/bin/gpu_union_tile_test  | main/gpu_union_tile_test
 head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
-stages/bin/gpu_bench          | stages/gpu_bench
-stages/bin/gpu_bench_base     | main/gpu_bench
-stages/bin/gpu_twins_test     | stages/gpu_twins_test
 four/bin/gpu_bench            | main/gpu_bench
 four/bin/gpu_bench_base       | four/gpu_bench
-tma/bin/gpu_bench             | tma/gpu_bench
-tma/bin/gpu_bench_base        | main/gpu_bench
-tma/bin/gpu_twins_test        | tma/gpu_twins_test
-tma/bin/gpu_plans_test        | tma/gpu_plans_test
-tma/bin/gpu_lowp_test         | tma/gpu_lowp_test
-tma/bin/gpu_e4m3_test         | tma/gpu_e4m3_test
-tma/bin/gpu_union_tile_test   | tma/gpu_union_tile_test
+tma/bin/gpu_bench             | main/gpu_bench
+tma/bin/gpu_bench_base        | cpasync/gpu_bench
+tma/bin/gpu_twins_test        | main/gpu_twins_test
+tma/bin/gpu_plans_test        | main/gpu_plans_test
+tma/bin/gpu_lowp_test         | main/gpu_lowp_test
+tma/bin/gpu_e4m3_test         | main/gpu_e4m3_test
+tma/bin/gpu_union_tile_test   | main/gpu_union_tile_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
-stages.tar.xz | stages
 four.tar.xz   | four
 tma.tar.xz    | tma
 "
@@ -73,6 +68,7 @@ trim() { sed 's/^ *//; s/ *$//'; }
 command -v nvcc >/dev/null || { echo "build_bundles: nvcc is not on the PATH" >&2; exit 1; }
 head=$(git rev-parse HEAD)
 if [ -d "$src" ]; then
+  git -C "$src" reset -q --hard && git -C "$src" clean -fdq  # an earlier variant's patch, new files included
   git -C "$src" checkout -q --detach "$head"
 else
   git worktree prune  # a worktree folder deleted by hand stays registered until pruned
@@ -108,6 +104,7 @@ while IFS='|' read -r name patches targets; do
   echo "[$n/$count] $name: done in $((SECONDS - start)) s"
 done <<<"$VARIANTS"
 git -C "$src" reset -q --hard "$head"
+git -C "$src" clean -fdq
 
 # Each bundle's folder is made afresh, so that no binary of an earlier layout stays in it.
 for folder in $(echo "$LAYOUT" | awk -F/ '/\|/ {print $1}' | sort -u); do rm -rf "${root:?}/.devbuild/$folder"; done

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The index kernel's key tiles by bulk tensor copy (bench/results/index_tma_2026-12-05.md). Carry .devbuild/carry
-# after scripts/device/build_bundles.sh (variant `tma`). A = tma/bin/gpu_bench (the patch), B = gpu_bench_base (HEAD).
+# after scripts/device/build_bundles.sh. A = tma/bin/gpu_bench, B = gpu_bench_base: in the calls of 2026-12-05 A was
+# the patch and B its base (47a1f03); since it landed, A is HEAD and B HEAD with cp_async_keys.patch.
 # In order of need, for a call that may be cut short: the index twins on A (wgmma against mma.sync bit for bit on
 # prefill chunks, which take the bulk copies, and batched decode), the index branch A/B at 32K and 128K (interleaved), then
 # e4m3, path U's tile (the moved encoder) and memcheck of a prefill.
