@@ -7,6 +7,8 @@
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/tma.tar.xz     .devbuild/tma/bin    (bench/results/index_tma_2026-12-05.md: HEAD's bulk-copy key
 #                                                        tiles against HEAD with cp_async_keys.patch, HEAD's tests)
+#   .devbuild/carry/batched.tar.xz .devbuild/batched/bin (bench/results/index_tma_batched_2026-12-05.md: A and B,
+#                                                        A's tests)
 #   .devbuild/carry/four.tar.xz    .devbuild/four/bin   (bench/results/split_k_eight_warps_2026-12-05.md: HEAD's
 #                                                        split-k on four warps, for an A/B on an H200)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
@@ -27,6 +29,7 @@ built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 W=bench/results/split_k_eight_warps_2026-12-05/four_warps.patch
 K=bench/results/index_tma_2026-12-05/cp_async_keys.patch
+P=bench/results/index_tma_batched_2026-12-05/batched_tma.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -35,6 +38,7 @@ main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 four   | $W | gpu_bench
 cpasync | $K | gpu_bench
+batched | $P | gpu_bench gpu_twins_test gpu_plans_test gpu_lowp_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -54,6 +58,11 @@ tma/bin/gpu_plans_test        | main/gpu_plans_test
 tma/bin/gpu_lowp_test         | main/gpu_lowp_test
 tma/bin/gpu_e4m3_test         | main/gpu_e4m3_test
 tma/bin/gpu_union_tile_test   | main/gpu_union_tile_test
+batched/bin/gpu_bench         | batched/gpu_bench
+batched/bin/gpu_bench_base    | main/gpu_bench
+batched/bin/gpu_twins_test    | batched/gpu_twins_test
+batched/bin/gpu_plans_test    | batched/gpu_plans_test
+batched/bin/gpu_lowp_test     | batched/gpu_lowp_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -62,6 +71,7 @@ head.tar.xz   | head
 nofix.tar.xz  | nofix
 four.tar.xz   | four
 tma.tar.xz    | tma
+batched.tar.xz | batched
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
