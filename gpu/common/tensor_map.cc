@@ -6,14 +6,17 @@ namespace msa::gpu {
 
 cudaError_t EncodeBoxMap(const void* base, int element_bytes, int64_t rows, int heads, int dims, int box_rows,
                          int box_heads, CUtensorMap* map) {
-  static PFN_cuTensorMapEncodeTiled_v12000 encode = nullptr;
-  if (encode == nullptr) {
+  // Looked up once, under the thread-safe initialization of a local static.
+  static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+    void* entry = nullptr;
     cudaDriverEntryPointQueryResult found;
-    const cudaError_t err = cudaGetDriverEntryPointByVersion(
-        "cuTensorMapEncodeTiled", reinterpret_cast<void**>(&encode), 12000, cudaEnableDefault, &found);
-    if (err != cudaSuccess) return err;
-    if (found != cudaDriverEntryPointSuccess || encode == nullptr) return cudaErrorNotSupported;
-  }
+    const cudaError_t err =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &entry, 12000, cudaEnableDefault, &found);
+    return err == cudaSuccess && found == cudaDriverEntryPointSuccess
+               ? reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(entry)
+               : nullptr;
+  }();
+  if (encode == nullptr) return cudaErrorNotSupported;
   if (element_bytes != 1 && element_bytes != 2) return cudaErrorInvalidValue;
   const CUtensorMapDataType type = element_bytes == 2 ? CU_TENSOR_MAP_DATA_TYPE_UINT16 : CU_TENSOR_MAP_DATA_TYPE_UINT8;
   const cuuint64_t dim[3] = {cuuint64_t(dims), cuuint64_t(heads), cuuint64_t(rows)};
