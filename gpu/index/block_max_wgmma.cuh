@@ -17,10 +17,10 @@
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
-// The key tiles come in one of two ways (kTma), with the same bytes in the stages: cp.async by every thread (zero
-// fill past the CTA's key end and past di), or, for a plain chunk whose vectors fill the padded dims (TmaKeyTiles),
-// one bulk tensor copy per column block issued by thread 0 and completing on the stage's mbarrier (keys past the
-// sequence's end zero-filled; keys between the CTA's key end and the tile's end are the sequence's own, and no
+// The key tiles come in one of two ways (kTma), with the same bytes in the stages wherever a score is read: cp.async by
+// every thread (zero fill past the CTA's key end and past di), or, for a plain chunk whose vectors fill the padded dims
+// (TmaKeyTiles), one bulk tensor copy per column block issued by thread 0 and completing on the stage's mbarrier (keys
+// past the sequence's end zero-filled; keys between the CTA's key end and the tile's end are the sequence's own, and no
 // reduction reads their scores: a half at or past key_end is skipped, key_end is a block end or past the chunk's
 // last position, and blocks are whole halves).
 #ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
@@ -112,7 +112,7 @@ struct RowState {
 
 // One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
 // rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles). With kTma the
-// key tiles come from key_map (the sequence's index_k, KeyTileMap), else from index_k.
+// key tiles come from key_map (the map of the sequence's index_k that LaunchBlockMax encodes), else from index_k.
 template <class Ops, int kWgs, bool kTma>
 __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q, const typename Ops::Element* index_k,
                                             const CUtensorMap* key_map, ChunkGeometry g, float scale,
