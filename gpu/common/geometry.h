@@ -47,7 +47,8 @@ struct ChunkGeometry {
   // the fields above bound them: t0 = sequences[0].t0, whose rows start the block-score buffer (sequence s's rows
   // are (t - t0) * Hidx + r too, so the buffer holds the batch's queries in order), nq = the most queries of one
   // sequence, pos0 = (the latest position of any query) - nq + 1 (>= 0), so that (pos0 + nq - 1) / bk + 1 is the
-  // most blocks of any row; key_begin and k_len are unused. The buffer has at most num_sequences * nq * Hidx rows.
+  // most blocks of any row; key_begin = 0 and k_len = the batch's keys (the extent of index_k, which the wgmma
+  // kernel's bulk tensor copies map). The buffer has at most num_sequences * nq * Hidx rows.
   // Each CTA takes its sequence from a grid dimension (at most 65535 sequences) and then runs the one-chunk code
   // on that sequence's chunk: the same bits as launching per sequence. nullptr: a plain chunk.
   const SequenceChunk* sequences = nullptr;

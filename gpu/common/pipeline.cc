@@ -304,6 +304,8 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
     g.t0 = sequences.front().t0;
     g.nq = longest_q;
     g.pos0 = latest_pos - longest_q + 1;
+    g.key_begin = 0;
+    g.k_len = batch.cu_seqlens_k[batch.num_sequences()];
     g.sequences = ws->sequences.get();
     g.num_sequences = int64_t(sequences.size());
     ws->chunks.push_back(g);

@@ -12,9 +12,10 @@
 //              tile, then ldmatrix) into registers: 8 k16 A fragments per thread (dims zero-padded to 128).
 //   keys       128-key tiles of index_k stream through a 4-stage ring shared by the warpgroups, each tile
 //              [2][128 keys][128 B] (dims 0-63 | 64-127, K-major, 128-byte swizzle, 1024-byte aligned; 32 KiB).
-//              kTma (a plain chunk with Di = 128): thread 0 copies a tile as two bulk tensor copies (one per
-//              64-dim box) completing on the stage's mbarrier; otherwise (batched chunks, Di < 128) every thread
-//              copies by cp.async. The stages hold the same bytes either way wherever a score is read.
+//              kTma (Di = 128, on two warpgroups or a one-warpgroup CTA of at most 32 key blocks: TmaKeyTiles and
+//              BulkCopiesPay): thread 0 copies a tile as two bulk tensor copies (one per 64-dim box) completing on
+//              the stage's mbarrier; otherwise every thread copies by cp.async. The stages hold the same bytes
+//              either way wherever a score is read.
 //   S = Q K^T  per tile and warpgroup 8 x wgmma m64n128k16, A from registers, B = the tile (descriptors), fp32
 //              accumulators zeroed first, k16 steps in ascending order: as the mma.sync kernel's c = 0,
 //              mma(k = 0), ..., mma(k = 7) (in SASS both first steps take the zero register RZ as C), so the

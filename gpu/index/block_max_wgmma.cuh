@@ -17,12 +17,14 @@
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
-// The key tiles come in one of two ways (kTma), with the same bytes in the stages wherever a score is read: cp.async by
-// every thread (zero fill past the CTA's key end and past di), or, for a plain chunk whose vectors fill the padded dims
-// (TmaKeyTiles), one bulk tensor copy per column block issued by thread 0 and completing on the stage's mbarrier (keys
-// past the sequence's end zero-filled; keys between the CTA's key end and the tile's end are the sequence's own, and no
-// reduction reads their scores: a half at or past key_end is skipped, key_end is a block end or past the chunk's
-// last position, and blocks are whole halves).
+// The key tiles come in one of two ways (kTma), with the same bytes in the stages wherever a score is read: cp.async
+// by every thread (zero fill past the CTA's key end and past di), or, where the vectors fill the padded dims
+// (TmaKeyTiles) and the grid's CTAs gain by it (BulkCopiesPay), one bulk tensor copy per column block issued by thread
+// 0 and completing on the stage's mbarrier, from a map of index_k's rows [key_begin, key_begin + k_len) as the launcher
+// sees them: a plain chunk's sequence, or a batched chunk's whole batch. Keys past the map's end are zero-filled; keys
+// between the CTA's key end and the tile's end are other keys of the map (the sequence's own, or the next sequence's),
+// and no reduction reads their scores: a half at or past key_end is skipped, key_end is a block end or past the chunk's
+// last position, and blocks are whole halves.
 #ifndef MSA_GPU_BLOCK_MAX_WGMMA_CUH_
 #define MSA_GPU_BLOCK_MAX_WGMMA_CUH_
 
@@ -112,7 +114,7 @@ struct RowState {
 
 // One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
 // rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles). With kTma the
-// key tiles come from key_map (the map of the sequence's index_k that LaunchBlockMax encodes), else from index_k.
+// key tiles come from key_map (the map of the chunk's keys that LaunchBlockMax encodes), else from index_k.
 template <class Ops, int kWgs, bool kTma>
 __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q, const typename Ops::Element* index_k,
                                             const CUtensorMap* key_map, ChunkGeometry g, float scale,
@@ -135,6 +137,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
   // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes
   // the wgmmas that stay in flight across the loop's back edge (C7518).
+  const int64_t map_first_key = g.key_begin;  // kTma: the key at the tensor map's row 0
   if constexpr (Ops::kBatchedChunks) bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
   const int hidx = g.hidx, bk = g.bk;
   const int rows = int(g.nq) * hidx;
@@ -192,6 +195,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   // kKeysPerPass keys. A tile wholly before key_end (every tile but a CTA's last) copies without per-copy tests.
   const Element* load_src0 = index_k + (g.key_begin + key_first + load_key) * g.di + load_chunk * L::kChunkElems;
   const int64_t pass_elems = int64_t(kKeysPerPass) * g.di;
+  const int map_key_first = int(g.key_begin - map_first_key) + key_first;  // kTma: the CTA's first key in the map
   const auto load_tile = [&](int tile) {
     if constexpr (kTma) {
       if (tid == 0) {
@@ -201,7 +205,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
 #pragma unroll
         for (int c = 0; c < L::kColBlocks; ++c) {
           mbarrier::TensorLoad3d(stage + uint32_t(c) * kColBlockBytes, key_map, c * int(kRowBytes / sizeof(Element)), 0,
-                                 key_first + tile * kTileKeys, bar);
+                                 map_key_first + tile * kTileKeys, bar);
         }
       }
       return;
@@ -390,18 +394,28 @@ template <class Element>
 using BlockMaxKernel = void (*)(const Element*, const Element*, const CUtensorMap, ChunkGeometry, float, int64_t,
                                 float*, unsigned long long*);
 
-// Whether a chunk's key tiles can come by bulk tensor copy: a plain chunk (one sequence's index_k from key_begin)
-// whose vectors fill the padded dims (so that no copy crosses di) and whose first key is 16-byte aligned, with
-// 32-bit key coordinates.
+// Whether a chunk's key tiles can come by bulk tensor copy: index_k's rows [key_begin, key_begin + k_len) (a plain
+// chunk's sequence, or a batched chunk's whole batch) in a kernel that takes the chunk, with vectors that fill the
+// padded dims (so that no copy crosses di), a 16-byte aligned first key and 32-bit key coordinates.
 template <class Ops>
 bool TmaKeyTiles(const typename Ops::Element* index_k, const ChunkGeometry& g) {
-  return g.sequences == nullptr && g.di == kDiPad && g.k_len >= 1 && g.k_len <= 2147483647 &&
+  return (g.sequences == nullptr || Ops::kBatchedChunks) && g.di == kDiPad && g.k_len >= 1 && g.k_len <= 2147483647 &&
          reinterpret_cast<uintptr_t>(index_k + g.key_begin * g.di) % 16 == 0;
 }
 
-// Launches the kernel of pick(wgs, tma): one warpgroup for chunks of <= 64 rows, two otherwise; tma where
-// TmaKeyTiles holds, with the map of the sequence's keys; on the grid of PlanBlockMaxGrid. A batched chunk to a
-// kernel that takes none: cudaErrorNotSupported, nothing enqueued.
+// Whether a CTA of the grid takes its key tiles by bulk tensor copy where TmaKeyTiles allows it: always on two
+// warpgroups (prefill); on one warpgroup (at most 64 rows: decode, where the kernel moves far more key bytes than it
+// computes on) only for CTAs of at most 32 key blocks. Measured on decode steps (H200 and H100,
+// bench/results/index_tma_batched_2026-12-05.md): shorter with CTAs of 16 to 32 blocks, 3-4% longer on the H200 with
+// 63 or 128, where the index kernel runs near the copy ceiling.
+inline bool BulkCopiesPay(int wgs, int64_t blocks_per_cta) {
+  constexpr int64_t kMostBlocksOfOneWarpgroup = 32;
+  return wgs > 1 || blocks_per_cta <= kMostBlocksOfOneWarpgroup;
+}
+
+// Launches the kernel of pick(wgs, tma): one warpgroup for chunks of <= 64 rows, two otherwise; on the grid of
+// PlanBlockMaxGrid; tma where TmaKeyTiles and BulkCopiesPay hold, with the map of the chunk's keys. A batched chunk
+// to a kernel that takes none: cudaErrorNotSupported, nothing enqueued.
 template <class Ops, class Pick>
 cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, const typename Ops::Element* index_k,
                            const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row,
@@ -409,21 +423,24 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
   using Element = typename Ops::Element;
   if (g.sequences != nullptr && !Ops::kBatchedChunks) return cudaErrorNotSupported;
   const int wgs = g.nq * g.hidx <= 64 ? 1 : 2;
-  const bool tma = TmaKeyTiles<Ops>(index_k, g);
+  const size_t smem = SmemBytes<Ops>(wgs);
+  // The grid from the cp.async kernel's occupancy: both kernels of a wgs take the same threads and shared memory,
+  // which is what limits them to one CTA per multiprocessor.
+  int ctas_per_sm = 0;
+  cudaError_t err = cudaFuncSetAttribute(pick(wgs, false), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  if (err != cudaSuccess) return err;
+  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, pick(wgs, false), wgs * 128, smem);
+  if (err != cudaSuccess) return err;
+  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64, ctas_per_sm);
+  const bool tma = TmaKeyTiles<Ops>(index_k, g) && BulkCopiesPay(wgs, plan.blocks_per_cta);
   CUtensorMap key_map{};
-  cudaError_t err = cudaSuccess;
   if (tma) {
     err = EncodeBoxMap(index_k + g.key_begin * g.di, int(sizeof(Element)), g.k_len, 1, g.di, kTileKeys, 1, &key_map);
     if (err != cudaSuccess) return err;
+    err = cudaFuncSetAttribute(pick(wgs, true), cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+    if (err != cudaSuccess) return err;
   }
   const BlockMaxKernel<Element> kernel = pick(wgs, tma);
-  const size_t smem = SmemBytes<Ops>(wgs);
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
-  if (err != cudaSuccess) return err;
-  int ctas_per_sm = 0;
-  err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, wgs * 128, smem);
-  if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64, ctas_per_sm);
   kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
