@@ -5,20 +5,16 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
-#   .devbuild/carry/tma.tar.xz     .devbuild/tma/bin    (bench/results/index_tma_2026-12-05.md: HEAD's bulk-copy key
-#                                                        tiles against HEAD with cp_async_keys.patch, HEAD's tests)
-#   .devbuild/carry/batched.tar.xz .devbuild/batched/bin (bench/results/index_tma_batched_2026-12-05.md: A and B,
-#                                                        A's tests)
-#   .devbuild/carry/four.tar.xz    .devbuild/four/bin   (bench/results/split_k_eight_warps_2026-12-05.md: HEAD's
-#                                                        split-k on four warps, for an A/B on an H200)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
-# The A/B builds of concluded experiments are gone once their patches no longer apply to HEAD: those of
+# The A/B builds of concluded experiments are gone: those of
 # bench/results/prepared_patches_2026-12-05.md (only exp2_approx landed) and chunk_budget_2026-12-05's (landed), and
 # mma_rank_2026-12-05's split-k merge A/B (the push merge did not land: its patch is against 949a6e5), and
-# index_stages_2026-12-05's (not landed; its patch applies up to 47a1f03), split_k_eight_warps_2026-12-05's (landed;
-# its reverse, four_warps.patch, builds the variant `four`), and index_tma_2026-12-05's (landed; cp_async_keys.patch turns its bulk copies off: the variant `cpasync`).
+# index_stages_2026-12-05's (not landed; its patch applies up to 47a1f03), and those checked on an H200 on
+# 2026-12-06: split_k_eight_warps_2026-12-05's (landed; four_warps.patch, its reverse, built the variant `four`),
+# index_tma_2026-12-05's (landed; cp_async_keys.patch turned its bulk copies off: `cpasync`, archive tma) and
+# index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -27,18 +23,12 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-W=bench/results/split_k_eight_warps_2026-12-05/four_warps.patch
-K=bench/results/index_tma_2026-12-05/cp_async_keys.patch
-P=bench/results/index_tma_batched_2026-12-05/batched_tma.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
-four   | $W | gpu_bench
-cpasync | $K | gpu_bench
-batched | $P | gpu_bench gpu_twins_test gpu_plans_test gpu_lowp_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -48,30 +38,14 @@ head/bin/gpu_twins_test       | main/gpu_twins_test
 head/bin/gpu_union_tile_test  | main/gpu_union_tile_test
 head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
+head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
-four/bin/gpu_bench            | main/gpu_bench
-four/bin/gpu_bench_base       | four/gpu_bench
-tma/bin/gpu_bench             | main/gpu_bench
-tma/bin/gpu_bench_base        | cpasync/gpu_bench
-tma/bin/gpu_twins_test        | main/gpu_twins_test
-tma/bin/gpu_plans_test        | main/gpu_plans_test
-tma/bin/gpu_lowp_test         | main/gpu_lowp_test
-tma/bin/gpu_e4m3_test         | main/gpu_e4m3_test
-tma/bin/gpu_union_tile_test   | main/gpu_union_tile_test
-batched/bin/gpu_bench         | batched/gpu_bench
-batched/bin/gpu_bench_base    | main/gpu_bench
-batched/bin/gpu_twins_test    | batched/gpu_twins_test
-batched/bin/gpu_plans_test    | batched/gpu_plans_test
-batched/bin/gpu_lowp_test     | batched/gpu_lowp_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
-four.tar.xz   | four
-tma.tar.xz    | tma
-batched.tar.xz | batched
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
