@@ -5,6 +5,8 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
+#   .devbuild/carry/pairs.tar.xz   .devbuild/pairs/bin  (bench/results/index_pairs_2026-12-06.md: A = HEAD with
+#                                                        key_pairs.patch, B = HEAD; A's tests)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -23,12 +25,14 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
+P=bench/results/index_pairs_2026-12-06/key_pairs.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
+pairs  | $P | gpu_bench gpu_twins_test gpu_plans_test gpu_e4m3_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -40,12 +44,18 @@ head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
+pairs/bin/gpu_bench           | pairs/gpu_bench
+pairs/bin/gpu_bench_base      | main/gpu_bench
+pairs/bin/gpu_twins_test      | pairs/gpu_twins_test
+pairs/bin/gpu_plans_test      | pairs/gpu_plans_test
+pairs/bin/gpu_e4m3_test       | pairs/gpu_e4m3_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
+pairs.tar.xz  | pairs
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
