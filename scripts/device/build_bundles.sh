@@ -7,7 +7,8 @@
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
 #   .devbuild/carry/pairs.tar.xz   .devbuild/pairs/bin  (bench/results/index_pairs_2026-12-06.md: A = HEAD with
 #                                                        key_pairs.patch, B = HEAD; A's tests; and the pairs
-#                                                        with pair_slack.patch, and with pair_five.patch on it)
+#                                                        with pair_slack.patch, and with pair_five.patch on it;
+#                                                        and with pair_fence.patch)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -29,6 +30,7 @@ F=bench/results/targets_2026-12-05/without_fix.patch
 P=bench/results/index_pairs_2026-12-06/key_pairs.patch
 S=bench/results/index_pairs_2026-12-06/pair_slack.patch
 V=bench/results/index_pairs_2026-12-06/pair_five.patch
+E=bench/results/index_pairs_2026-12-06/pair_fence.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -38,6 +40,7 @@ nofix  | $F | gpu_lowp_test
 pairs  | $P | gpu_bench gpu_twins_test gpu_plans_test gpu_e4m3_test
 slack  | $P $S | gpu_bench gpu_twins_test
 five   | $P $S $V | gpu_bench gpu_twins_test gpu_plans_test
+fence  | $P $E | gpu_bench gpu_twins_test gpu_plans_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -59,6 +62,9 @@ pairs/bin/gpu_twins_slack     | slack/gpu_twins_test
 pairs/bin/gpu_bench_five      | five/gpu_bench
 pairs/bin/gpu_twins_five      | five/gpu_twins_test
 pairs/bin/gpu_plans_five      | five/gpu_plans_test
+pairs/bin/gpu_bench_fence     | fence/gpu_bench
+pairs/bin/gpu_twins_fence     | fence/gpu_twins_test
+pairs/bin/gpu_plans_fence     | fence/gpu_plans_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
