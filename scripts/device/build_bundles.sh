@@ -5,10 +5,6 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
-#   .devbuild/carry/pairs.tar.xz   .devbuild/pairs/bin  (bench/results/index_pairs_2026-12-06.md: A = HEAD with
-#                                                        key_pairs.patch, B = HEAD; A's tests; and the pairs
-#                                                        with pair_slack.patch, and with pair_five.patch on it;
-#                                                        and with pair_fence.patch)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -18,7 +14,8 @@
 # index_stages_2026-12-05's (not landed; its patch applies up to 47a1f03), and those checked on an H200 on
 # 2026-12-06: split_k_eight_warps_2026-12-05's (landed; four_warps.patch, its reverse, built the variant `four`),
 # index_tma_2026-12-05's (landed; cp_async_keys.patch turned its bulk copies off: `cpasync`, archive tma) and
-# index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`).
+# index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`),
+# and index_pairs_2026-12-06's (not landed: key_pairs.patch and the patches on it, variants pairs, slack, five, fence).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -27,20 +24,12 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-P=bench/results/index_pairs_2026-12-06/key_pairs.patch
-S=bench/results/index_pairs_2026-12-06/pair_slack.patch
-V=bench/results/index_pairs_2026-12-06/pair_five.patch
-E=bench/results/index_pairs_2026-12-06/pair_fence.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
-pairs  | $P | gpu_bench gpu_twins_test gpu_plans_test gpu_e4m3_test
-slack  | $P $S | gpu_bench gpu_twins_test
-five   | $P $S $V | gpu_bench gpu_twins_test gpu_plans_test
-fence  | $P $E | gpu_bench gpu_twins_test gpu_plans_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -52,26 +41,12 @@ head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
-pairs/bin/gpu_bench           | pairs/gpu_bench
-pairs/bin/gpu_bench_base      | main/gpu_bench
-pairs/bin/gpu_twins_test      | pairs/gpu_twins_test
-pairs/bin/gpu_plans_test      | pairs/gpu_plans_test
-pairs/bin/gpu_e4m3_test       | pairs/gpu_e4m3_test
-pairs/bin/gpu_bench_slack     | slack/gpu_bench
-pairs/bin/gpu_twins_slack     | slack/gpu_twins_test
-pairs/bin/gpu_bench_five      | five/gpu_bench
-pairs/bin/gpu_twins_five      | five/gpu_twins_test
-pairs/bin/gpu_plans_five      | five/gpu_plans_test
-pairs/bin/gpu_bench_fence     | fence/gpu_bench
-pairs/bin/gpu_twins_fence     | fence/gpu_twins_test
-pairs/bin/gpu_plans_fence     | fence/gpu_plans_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
-pairs.tar.xz  | pairs
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
