@@ -2,7 +2,9 @@
 copy ceilings measured first, then each build's prefill at each length and decode at each KV, the builds interleaved
 in every round so that clocks and heat treat them alike. Prefill rows give the index kernel's FLOPs (Hkv Di N(N+1),
 gpu_bench's index_flops) per second as a share of the GEMM ceiling; decode rows the index time alone. gpu_bench checks
-every selection row of every run (checks: passed only when every run of the row did).
+every selection row of every run (checks: passed only when every run of the row did). The index branch decides the
+selection and so the outputs: "outputs" says whether a build's out and lse (gpu_bench's outputs_digest, every run)
+have the first build's bits on the same case.
 
 Usage: python3 bench/gpu_index_bench.py --bins LABEL=PATH,LABEL=PATH --out DIR
          [--prefill 32768,131072] [--decode 262144,1048576] [--rounds 3] [--reps 3] [--tag T]
@@ -42,6 +44,7 @@ def main():
                 print(f"round {round_index + 1} {mode} {n} {label}: "
                       f"{r.get('error') or '%.4f ms index' % r['index_ms']}", flush=True)
     rows = []
+    first_build = bins[0][0]
     for (mode, n, label), results in runs.items():
         good = [r for r in results if "error" not in r]
         row = dict(mode=mode, n=n, build=label, runs=len(results), checks_passed=len(good) == len(results) and
@@ -50,6 +53,7 @@ def main():
             row["index_ms"] = statistics.median(r["index_ms"] for r in good)
             row["index_ms_all"] = [r["index_ms"] for r in good]
             row["plan"] = good[0]["plan"]
+            row["outputs_digests"] = sorted({r.get("outputs_digest", "") for r in good})
             if mode == "prefill":
                 row["index_share_of_gemm"] = good[0]["index_flops"] / (row["index_ms"] * 1e-3) / (gemm * 1e12)
         else:
@@ -62,14 +66,23 @@ def main():
              f"commit {args.commit}; bf16 GEMM ceiling {gemm:.1f} TFLOP/s and copy {ceiling['copy_gbps']:.0f} GB/s "
              f"measured in this run; each row the median of {args.rounds} rounds (each the median of {args.reps} "
              "repetitions), the builds interleaved in every round", "",
-             "| mode | N or KV | build | index ms | every round | % of GEMM | checks |", "|---|---|---|---|---|---|---|"]
+             "| mode | N or KV | build | index ms | every round | % of GEMM | outputs | checks |",
+             "|---|---|---|---|---|---|---|---|"]
+    digests = {(r["mode"], r["n"], r["build"]): r.get("outputs_digests") for r in rows}
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | | | | error: {r['error'][:80]} |")
+            lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | | | | | error: {r['error'][:80]} |")
             continue
         share = f"{100 * r['index_share_of_gemm']:.1f}" if "index_share_of_gemm" in r else ""
         every = ", ".join(f"{ms:.4f}" for ms in r["index_ms_all"])
-        lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | {r['index_ms']:.4f} | {every} | {share} | "
+        first = digests.get((r["mode"], r["n"], first_build))
+        if len(r["outputs_digests"]) != 1:
+            outputs = "runs differ: " + ", ".join(r["outputs_digests"])
+        elif r["build"] == first_build:
+            outputs = r["outputs_digests"][0]
+        else:
+            outputs = f"same bits as {first_build}" if r["outputs_digests"] == first else "BITS DIFFER"
+        lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | {r['index_ms']:.4f} | {every} | {share} | {outputs} | "
                      f"{'passed' if r['checks_passed'] else 'FAILED'} |")
     return write_report(stem, result, lines)
 

@@ -11,6 +11,7 @@
 
 #include <cuda_runtime.h>
 
+#include "gpu/common/block_max_grid.h"
 #include "gpu/common/geometry.h"
 #include "gpu/common/kernel_fits.h"
 #include "gpu/common/side_stream.h"
@@ -86,16 +87,10 @@ cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, cons
 // block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
 // other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
 // sequence of a decode batch; bad rows are named by their global query row in either form).
-// The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma): x = the chunk's rows in tiles of
-// cta_rows, y = its key blocks split until one wave of CTAs exists (ctas_per_sm resident CTAs on each SM; decode and
-// short chunks), blocks_per_cta key blocks per CTA, z = the sequences of a batched chunk (1 otherwise). In a batched
-// chunk x and y are sized for the longest sequence (the bounding nq and pos0), the waves counted over all sequences,
-// and the CTAs past a shorter sequence's rows or blocks exit at once.
-struct BlockMaxGrid {
-  dim3 grid;
-  int64_t blocks_per_cta = 0;
-};
-BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows, int ctas_per_sm);
+// The launch grid of a block-max plan (gpu/common/block_max_grid.h).
+inline dim3 GridOf(const BlockMaxGrid& plan) {
+  return dim3{unsigned(plan.tiles_x), unsigned(plan.splits), unsigned(plan.sequences)};
+}
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu on block_max_wgmma.cuh, sm_90a only):

@@ -9,12 +9,13 @@ namespace msa::gpu {
 const DeviceCaps& CurrentDeviceCaps() {
   static const DeviceCaps caps = [] {
     DeviceCaps c;
-    int device = 0, major = 0, minor = 0, sms = 0, shared = 0;
+    int device = 0, major = 0, minor = 0, sms = 0, shared = 0, l2 = 0;
     if (cudaGetDevice(&device) != cudaSuccess ||
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess) {
+        cudaDeviceGetAttribute(&shared, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device) != cudaSuccess) {
       cudaGetLastError();  // no device: the defaults
       return c;
     }
@@ -22,6 +23,7 @@ const DeviceCaps& CurrentDeviceCaps() {
     c.minor = minor;
     c.sm_count = sms > 0 ? sms : 1;
     c.max_shared_bytes = shared;
+    c.l2_bytes = l2;
     c.max_split_k_cluster = c.RunsSm90a() ? SplitKLargestCluster() : 0;
     return c;
   }();

@@ -35,9 +35,10 @@
 //              c = fmaf(s * scale, 0, c) over the visible scores (0, or NaN from the first non-finite one), on
 //              the FMA pipe, so that the max's ALU pipe holds nothing else; for scale <= 1, c = fmaf(s, 0, c)
 //              (the same test, one instruction per score); bad rows go to atomicMin(bad_row, t * Hidx + r).
-//   grid       grid.x = 128-row tiles, latest rows first; grid.y splits the key blocks for decode and short
-//              chunks (the launcher of BlockMaxScores with 128-row tiles, one CTA per SM); grid.z = the sequences
-//              of a batched chunk (EnterSequence: the CTA's sequence, its rows at their offset in bs).
+//   grid       grid.x = 128-row tiles, latest rows first; grid.y = spans of key blocks (one wave of CTAs for
+//              decode and short chunks, spans whose keys fit the L2 for long ones: gpu/common/block_max_grid.h);
+//              grid.z = the sequences of a batched chunk (EnterSequence: the CTA's sequence, its rows at their
+//              offset in bs).
 // Pipeline of tile i (all threads; the prologue loads Q and tiles 0..2):
 //   wait tile i + 1 landed (kTma: its stage's mbarrier phase; else cp.async.wait_group 1 and a proxy fence);
 //   barrier (also: tile i - 1's stage is free)

@@ -34,6 +34,7 @@
 
 #include "gpu/common/chunk.cuh"
 #include "gpu/common/dependent_launch.cuh"
+#include "gpu/common/device_query.h"
 #include "gpu/common/mbarrier.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/tensor_map.h"
@@ -431,7 +432,8 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
   if (err != cudaSuccess) return err;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, pick(wgs, false), wgs * 128, smem);
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(g, wgs * 64, ctas_per_sm);
+  const BlockMaxGrid plan =
+      PlanBlockMaxGrid(CurrentDeviceCaps(), g, wgs * 64, ctas_per_sm, int64_t(g.di) * int64_t(sizeof(Element)));
   const bool tma = TmaKeyTiles<Ops>(index_k, g) && BulkCopiesPay(wgs, plan.blocks_per_cta);
   CUtensorMap key_map{};
   if (tma) {
@@ -441,7 +443,8 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
     if (err != cudaSuccess) return err;
   }
   const BlockMaxKernel<Element> kernel = pick(wgs, tma);
-  kernel<<<plan.grid, wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs, bad_row);
+  kernel<<<GridOf(plan), wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs,
+                                                    bad_row);
   return cudaGetLastError();
 }
 

@@ -387,8 +387,8 @@ cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, con
   int ctas_per_sm = 0;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, kWarps * 32, smem);
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(g, kCtaRows, ctas_per_sm);
-  kernel<<<plan.grid, kWarps * 32, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
+  const BlockMaxGrid plan = PlanBlockMaxGrid(CurrentDeviceCaps(), g, kCtaRows, ctas_per_sm, int64_t(g.di) * 2);
+  kernel<<<GridOf(plan), kWarps * 32, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
 
@@ -400,21 +400,6 @@ cudaError_t BlockMaxFor(const uint16_t* index_q, const uint16_t* index_k, const 
 }
 
 }  // namespace
-
-BlockMaxGrid PlanBlockMaxGrid(const ChunkGeometry& g, int cta_rows, int ctas_per_sm) {
-  const int64_t rows = g.nq * g.hidx;
-  const int64_t tiles_x = (rows + cta_rows - 1) / cta_rows;
-  const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;  // of the longest row (batched: of any sequence)
-  const int64_t tiles = tiles_x * g.num_sequences;
-  int64_t splits = (int64_t(std::max(ctas_per_sm, 1)) * SmCount() + tiles - 1) / tiles;
-  if (splits > num_blocks) splits = num_blocks;
-  if (splits > 65535) splits = 65535;
-  BlockMaxGrid plan;
-  plan.blocks_per_cta = (num_blocks + splits - 1) / splits;
-  splits = (num_blocks + plan.blocks_per_cta - 1) / plan.blocks_per_cta;
-  plan.grid = dim3{unsigned(tiles_x), unsigned(splits), unsigned(g.num_sequences)};
-  return plan;
-}
 
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {

@@ -16,6 +16,8 @@
 # index_tma_2026-12-05's (landed; cp_async_keys.patch turned its bulk copies off: `cpasync`, archive tma) and
 # index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`),
 # and index_pairs_2026-12-06's (not landed: key_pairs.patch and the patches on it, variants pairs, slack, five, fence).
+# index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before): its call 3 now reads
+# span = HEAD and span's base = HEAD without them (without_spans.patch, variant before).
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -25,11 +27,13 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test"
+W=bench/results/index_span_2026-12-06/without_spans.patch
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
+before | $W | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -41,12 +45,15 @@ head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
+span/bin/gpu_bench            | main/gpu_bench
+span/bin/gpu_bench_base       | before/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
+span.tar.xz   | span
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }

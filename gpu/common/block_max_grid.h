@@ -1,0 +1,35 @@
+// The grid of the block-max kernels (BlockMaxScores, BlockMaxScoresWgmma, gpu/kernels.h), as plain data so that it
+// is tested on the CPU: x = the chunk's rows in tiles of cta_rows (latest rows first), y = its key blocks in spans of
+// blocks_per_cta, z = the sequences of a batched chunk (1 otherwise). The CTAs are issued x fastest, so the CTAs
+// resident at one time work on one or two key spans.
+//
+// The key blocks are split for two reasons, whichever asks for more spans:
+// - until one wave of CTAs exists (ctas_per_sm resident CTAs on each SM): decode and short chunks;
+// - so that one span's index keys take at most a quarter of the L2 cache (when the device's L2 is known):
+//   long chunks. Without it the CTAs of a long chunk, each streaming every key up to its rows, drift apart in phase
+//   and the keys they read in one CTA's lifetime outgrow the L2 (the whole chunk's keys: 268 MB at 1M), so every
+//   key tile comes from DRAM once per CTA. With it the resident CTAs' keys (two spans at most) stay in the L2.
+// In a batched chunk x and y are sized for the longest sequence (the bounding nq and pos0), the waves counted over
+// all sequences, and the CTAs past a shorter sequence's rows or blocks exit at once.
+#ifndef MSA_GPU_COMMON_BLOCK_MAX_GRID_H_
+#define MSA_GPU_COMMON_BLOCK_MAX_GRID_H_
+
+#include <cstdint>
+
+#include "gpu/common/device_caps.h"
+#include "gpu/common/geometry.h"
+
+namespace msa::gpu {
+
+struct BlockMaxGrid {
+  int64_t tiles_x = 0, splits = 0, sequences = 0;  // grid x, y, z
+  int64_t blocks_per_cta = 0;                      // key blocks of one span (the last span may be shorter)
+};
+
+// key_bytes: the bytes of one index key (Di elements).
+BlockMaxGrid PlanBlockMaxGrid(const DeviceCaps& caps, const ChunkGeometry& g, int cta_rows, int ctas_per_sm,
+                              int64_t key_bytes);
+
+}  // namespace msa::gpu
+
+#endif  // MSA_GPU_COMMON_BLOCK_MAX_GRID_H_
