@@ -17,7 +17,8 @@
 # index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`),
 # and index_pairs_2026-12-06's (not landed: key_pairs.patch and the patches on it, variants pairs, slack, five, fence).
 # index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before): its call 3 now reads
-# span = HEAD and span's base = HEAD without them (without_spans.patch, variant before).
+# span = HEAD and span's base = HEAD without them (without_spans.patch, variant before). topk_held_2026-12-06's
+# variant held (held_keys.patch) was dropped: not landed.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
