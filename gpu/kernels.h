@@ -83,14 +83,14 @@ cudaError_t RoundScoresToBinary16(float* bs, const ChunkGeometry& g, int64_t row
 // the local block clamped causally: bs[row * max_blocks + blk] for blk < visible(row).
 cudaError_t LowpBlockScores(int lowp, int pooling, const uint16_t* index_q, const uint16_t* index_k,
                             const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row);
-// Max pooling of the chunk at tensor-core rate (index_kernels.cu): mma.sync tiles of index_q . index_k reduced to
-// block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
-// other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
-// sequence of a decode batch; bad rows are named by their global query row in either form).
 // The launch grid of a block-max plan (gpu/common/block_max_grid.h).
 inline dim3 GridOf(const BlockMaxGrid& plan) {
   return dim3{unsigned(plan.tiles_x), unsigned(plan.splits), unsigned(plan.sequences)};
 }
+// Max pooling of the chunk at tensor-core rate (index_kernels.cu): mma.sync tiles of index_q . index_k reduced to
+// block maxima in registers, the local block clamped causally; bs[row * max_blocks + blk] for blk < visible(row),
+// other entries untouched. Needs BlockMaxScoresFits(di, bk, scale). Takes a batched chunk (one launch for every
+// sequence of a decode batch; bad rows are named by their global query row in either form).
 cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
 // The same block maxima on Hopper warpgroup MMA (block_max_wgmma.cu on block_max_wgmma.cuh, sm_90a only):
