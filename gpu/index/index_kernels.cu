@@ -387,7 +387,8 @@ cudaError_t LaunchBlockMax(const uint16_t* index_q, const uint16_t* index_k, con
   int ctas_per_sm = 0;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, kernel, kWarps * 32, smem);
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = PlanBlockMaxGrid(CurrentDeviceCaps(), g, kCtaRows, ctas_per_sm, int64_t(g.di) * 2);
+  const BlockMaxGrid plan =
+      PlanBlockMaxGrid(CurrentDeviceCaps(), g, kCtaRows, ctas_per_sm, int64_t(g.di) * int64_t(sizeof(uint16_t)));
   kernel<<<GridOf(plan), kWarps * 32, smem, stream>>>(index_q, index_k, g, scale, plan.blocks_per_cta, bs, bad_row);
   return cudaGetLastError();
 }
