@@ -217,6 +217,15 @@ cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k
                                   const int32_t* first_block, const AttendGeometry& g, float scale,
                                   const KvOuterPlan& plan, void* workspace, double* out, double* lse,
                                   cudaStream_t stream = nullptr);
+// KvOuterAttendWgmmaP16 with a warp-specialized tile kernel (kv_outer_ws.cu): a producer thread loads each tile's Q
+// and each block's K and V by bulk tensor copies, two consumer warpgroups take turns at the tensor pipe. The same
+// lists, tiles, math and merge, hence KvOuterAttendWgmmaP16's bits. total_k: the rows of k and v. Needs
+// KvOuterWsFits(g) (cudaErrorNotSupported otherwise) and total_k, total_q within 32 bits (cudaErrorInvalidValue
+// otherwise); nothing is enqueued then.
+cudaError_t KvOuterAttendWs(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                            const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                            const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
+                            void* workspace, double* out, double* lse, cudaStream_t stream = nullptr);
 
 // The most SplitKAttend CTAs the current device places as one thread block cluster
 // (cudaOccupancyMaxPotentialClusterSize at kSplitKSmemBytes each; sm_90a devices only, 0 elsewhere or on error):

@@ -162,6 +162,7 @@ constexpr AttendChoice kAttendChoices[] = {
     {"kv-outer-wgmma", "direct", true},
     {"kv-outer-wgmma", "general", true},
     {"kv-outer-wgmma-p16", "", true},
+    {"kv-outer-ws", "", true},
     {"split-k", "", true},
     {"union-tile", "", true},
     {"union-tile-ws", "", true},

@@ -2,10 +2,11 @@
 // the FP64 reference under the oracle rules: exact plans bit-identical to the reference; each low-precision plan
 // passing the oracle (SPEC section 5); and the plans the kernels claim to be bit-identical to each other compared bit
 // for bit (index mma = wgmma, topk warp = threshold = cta, batch per-sequence = batched, lists general = direct, attend
-// kv-outer = kv-outer-wgmma, attend union-tile = union-tile-ws). The plans come from PlanKernels over every combination
-// of requested values on this device: a plan it refuses is not run (and never replaced), so no kernel is compared with
-// itself. MSA_GPU_PLANS_MATCHING=TEXT (a device run's shortcut) keeps only the plans whose text contains TEXT, e.g.
-// "attend=kv-outer-wgmma-p16". Without a usable CUDA device every test skips saying why.
+// kv-outer = kv-outer-wgmma, attend kv-outer-wgmma-p16 = kv-outer-ws, attend union-tile = union-tile-ws). The plans
+// come from PlanKernels over every combination of requested values on this device: a plan it refuses is not run (and
+// never replaced), so no kernel is compared with itself. MSA_GPU_PLANS_MATCHING=TEXT (a device run's shortcut) keeps
+// only the plans whose text contains TEXT, e.g. "attend=kv-outer-wgmma-p16". Without a usable CUDA device every test
+// skips saying why.
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -66,6 +67,7 @@ std::string BitClass(gpu::KernelPlan plan) {
     plan.lists = KvLists::kGeneral;  // split-k builds none; its tiles and merge are kv-outer's
   }
   if (plan.attend == AttendKernel::kUnionTileWs) plan.attend = AttendKernel::kUnionTile;
+  if (plan.attend == AttendKernel::kKvOuterWs) plan.attend = AttendKernel::kKvOuterWgmmaP16;
   return FormatKernelPlan(plan);
 }
 

@@ -219,6 +219,43 @@ TEST(GpuBackend, SplitKGivesTheKvOuterBits) {
   std::printf("split-k vs kv-outer: %lld runs bit-identical\n", static_cast<long long>(compared));
 }
 
+// attend=kv-outer-ws (a producer thread's bulk tensor copies, two consumer warpgroups taking turns) gives
+// kv-outer-wgmma-p16's bits on every output: the same lists, tile math and merge. On the decode-list cases (a K / V
+// block per tile: the block stages turn over every tile), the plans cases and two prefills of M3's dims with groups of
+// 8 and 16 heads (buckets of many tiles, runs that cross sequences), at bf16 and fp16; the cases whose group size is
+// not a multiple of 8 are refused by the planner and skipped.
+TEST(GpuBackend, WarpSpecializedKvOuterGivesTheP16Bits) {
+  MSA_REQUIRE_GPU();
+  int64_t compared = 0;
+  std::vector<ProblemSpec> specs;
+  for (const TestCase& c : CasesTagged(kTagGpuDecodeLists | kTagGpuPlans)) specs.push_back(c.spec);
+  specs.push_back(MakeSpec(16, 2, 128, 128, 16, 1, Pooling::kMax, {{1500, 1500}, {700, 5000}}, DType::kBF16, 811));
+  specs.push_back(MakeSpec(32, 2, 128, 128, 16, 1, Pooling::kMax, {{900, 3000}, {1, 9000}}, DType::kBF16, 812));
+  for (const ProblemSpec& spec : specs) {
+    Problem problem = GenerateProblem(spec);
+    for (Precision precision : {Precision::kBf16, Precision::kFp16}) {
+      problem.config.precision = precision;
+      const std::string what = CaseName("ws_twin", spec) + " at " + std::string(PrecisionName(precision));
+      if (!Runnable(problem, "attend=kv-outer-ws")) continue;
+      Outputs p16, ws;
+      {
+        const ScopedPlan plan("attend", "kv-outer-wgmma-p16");
+        const Status status = RunBackend(*Gpu(), problem, &p16);
+        ASSERT_TRUE(status.ok()) << what << ": " << status.message();
+      }
+      {
+        const ScopedPlan plan("attend", "kv-outer-ws");
+        const Status status = RunBackend(*Gpu(), problem, &ws);
+        ASSERT_TRUE(status.ok()) << what << ": " << status.message();
+      }
+      ExpectSameBits(p16, ws, what + ", kv-outer-ws vs kv-outer-wgmma-p16");
+      ++compared;
+    }
+  }
+  if (compared == 0) GTEST_SKIP() << "attend=kv-outer-ws does not run on this device (sm_90a only)";
+  std::printf("kv-outer-ws vs kv-outer-wgmma-p16: %lld runs bit-identical\n", static_cast<long long>(compared));
+}
+
 // Runs without a device: the kTagGpuDecodeBatch cases are valid problems and decode batches: at most 16 queries per
 // sequence (gpu/common/geometry.h IsDecodeBatch).
 TEST(GpuBackend, DecodeBatchCasesAreValidDecodeBatches) {

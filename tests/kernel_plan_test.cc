@@ -227,6 +227,10 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-wgmma-p16");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=kv-outer-wgmma-p16",
              "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma-p16");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=kv-outer-ws",
+             "index=wgmma,batch=per-sequence,topk=warp,lists=general,attend=kv-outer-ws");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=kv-outer-ws",
+             "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-ws");
   ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "attend=gathered",
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=gathered");
   ExpectRuns(lowp, Prefill(512), kH200Caps, "attend=union-tile",
@@ -276,6 +280,11 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   Config mqa = lowp;
   mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: 128 queries a tile
   ExpectRefused(mqa, Prefill(512), kH200Caps, "attend=union-tile", "group size of 2 to 64");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-ws", "sm_90a");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "attend=kv-outer-ws", "precision exact");
+  Config group4 = lowp;
+  group4.num_kv_heads = lowp.num_q_heads / 4;  // a query's 4 heads fill half a swizzle atom
+  ExpectRefused(group4, Prefill(512), kH200Caps, "attend=kv-outer-ws", "multiple of 8 dividing 64 (this one: 4)");
   Config big = lowp;
   big.top_k = 64;
   big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
@@ -320,11 +329,13 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << text;
     return status.message();
   };
-  EXPECT_NE(message("attend=kv_outer")
-                .find("attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
-                      "q-outer, kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, union-tile, union-tile-ws, routed, "
-                      "split-k)"),
-            std::string::npos);
+  EXPECT_NE(
+      message("attend=kv_outer")
+          .find(
+              "attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
+              "q-outer, kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, kv-outer-ws, union-tile, union-tile-ws, routed, "
+              "split-k)"),
+      std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
   EXPECT_NE(message("lists=-").find("\"-\""), std::string::npos);        // "-" is the planner's, not a request
@@ -347,7 +358,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 10));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 11));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

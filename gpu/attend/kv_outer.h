@@ -34,6 +34,7 @@ struct TileLists {
   const uint16_t* q = nullptr;         // [total_q, Hq, D]
   const uint16_t* k = nullptr;         // [total_k, Hkv, D]
   const uint16_t* v = nullptr;         // [total_k, Hkv, Dv]
+  int64_t total_k = 0;                 // rows of k and v; 0 where the caller does not pass them (WsTiles refuses)
   const int64_t* position = nullptr;   // [total_q]
   const int64_t* key_begin = nullptr;  // [total_q]
   AttendGeometry g;
@@ -57,11 +58,12 @@ struct TileLauncher {
   PartialsFormat partials = kPartialsFp32;
 };
 
-// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel, over `queries`. union_route
+// KvOuterAttend's chunk loop (the contract in gpu/kernels.h) with the given tile kernel, over `queries`; total_k: the
+// rows of k and v, 0 where the caller does not know them (only WsTiles reads them). union_route
 // (nullable, RouteUnionTiles' [UnionTileCount] tiles): the rows of tiles routed to path U are left out of the lists
 // and the merge (untouched; the general lists are built whatever plan.direct_lists says), as are the list's -1
 // entries. A query list takes the general lists.
-cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
+cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
                 float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
                 const TileLauncher& tiles, const uint8_t* union_route, const ItemList& queries);
@@ -73,6 +75,10 @@ size_t RouteSelectBytes(const AttendGeometry& g);
 // The wgmma tile kernel of KvOuterAttendWgmma (kPartialsFp32) and KvOuterAttendWgmmaP16 (kPartials16), in
 // kv_outer_wgmma.cu.
 TileLauncher WgmmaTiles(PartialsFormat partials);
+
+// The warp-specialized tile kernel of KvOuterAttendWs (kPartials16: WgmmaTiles(kPartials16)'s bits), in
+// kv_outer_ws.cu. Its launch returns cudaErrorInvalidValue where TileLists::total_k is unknown (0) or past 32 bits.
+TileLauncher WsTiles();
 
 }  // namespace msa::gpu::kv_outer
 

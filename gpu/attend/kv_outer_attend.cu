@@ -265,11 +265,11 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
 
 }  // namespace
 
-cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
-                          const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route,
-                          const ItemList& queries) {
+cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
+                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
+                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
+                          void* workspace, double* out, double* lse, cudaStream_t stream, const TileLauncher& tiles,
+                          const uint8_t* union_route, const ItemList& queries) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -284,6 +284,7 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
   lists.q = q;
   lists.k = k;
   lists.v = v;
+  lists.total_k = total_k;
   lists.position = position;
   lists.key_begin = key_begin;
   lists.g = g;
@@ -327,8 +328,9 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                           const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
                           double* lse, cudaStream_t stream) {
-  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
+  return kv_outer::Run(lowp, q, k, v, /*total_k=*/0, topk, position, key_begin, first_block, g, scale, plan, workspace,
+                       out, lse, stream,
+                       kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
                        /*union_route=*/nullptr, ItemList{});
 }
 

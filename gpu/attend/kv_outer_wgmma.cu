@@ -417,8 +417,8 @@ cudaError_t RunWgmmaTiles(int lowp, const uint16_t* q, const uint16_t* k, const 
                           double* lse, cudaStream_t stream, kv_outer::PartialsFormat partials) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
-  return kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                       stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr, ItemList{});
+  return kv_outer::Run(lowp, q, k, v, /*total_k=*/0, topk, position, key_begin, first_block, g, scale, plan, workspace,
+                       out, lse, stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr, ItemList{});
 }
 
 }  // namespace

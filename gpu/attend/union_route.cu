@@ -139,8 +139,8 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                  (err = cudaStreamWaitEvent(side.stream, side.fork)) != cudaSuccess)) {
     return err;
   }
-  err = kv_outer::Run(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
-                      k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route, path_k);
+  err = kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace, out,
+                      lse, k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route, path_k);
   if (err == cudaSuccess) {
     err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u,
                             tile_counter, out, lse, stream);

@@ -59,6 +59,12 @@ bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps) {
   return KvOuterAttendFits(g, caps) && kKvOuterWgmmaSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a();
 }
 
+bool KvOuterWsFits(const AttendGeometry& g, const DeviceCaps& caps) {
+  const int group = g.hq / g.hkv;
+  return KvOuterWgmmaFits(g, caps) && group % 8 == 0 && 64 % group == 0 &&
+         kKvOuterWsSmemBytes <= size_t(caps.max_shared_bytes);
+}
+
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
   return KvOuterAttendFits(g, caps) && g.top_k <= kSplitKMaxSlots &&
          kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a() && g.top_k <= caps.max_split_k_cluster;

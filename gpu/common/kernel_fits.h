@@ -67,6 +67,11 @@ inline constexpr size_t kKvOuterWgmmaSmemBytes = 104288;
 bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
+// KvOuterAttendWs's tile kernel (gpu/attend/kv_outer_ws.cu).
+inline constexpr size_t kKvOuterWsSmemBytes = 198688;
+// KvOuterWgmmaFits, a group size that is a multiple of 8 dividing 64 (a query's heads are one bulk copy into whole
+// 1024-byte swizzle atoms) and room for the warp-specialized tile.
+bool KvOuterWsFits(const AttendGeometry& g, const DeviceCaps& caps);
 // SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
 // past it in shared memory.
 inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 8 * 16 * 4;

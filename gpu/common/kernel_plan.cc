@@ -41,6 +41,7 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kKvOuter, "kv-outer"},
                                                 {AttendKernel::kKvOuterWgmma, "kv-outer-wgmma"},
                                                 {AttendKernel::kKvOuterWgmmaP16, "kv-outer-wgmma-p16"},
+                                                {AttendKernel::kKvOuterWs, "kv-outer-ws"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
                                                 {AttendKernel::kUnionTileWs, "union-tile-ws"},
                                                 {AttendKernel::kRouted, "routed"},
@@ -76,7 +77,8 @@ Status ParseValue(const Named<E> (&names)[N], std::string_view key, std::string_
 
 bool IsKvOuter(AttendKernel kernel) {
   return kernel == AttendKernel::kKvOuter || kernel == AttendKernel::kKvOuterWgmma ||
-         kernel == AttendKernel::kKvOuterWgmmaP16 || kernel == AttendKernel::kRouted;
+         kernel == AttendKernel::kKvOuterWgmmaP16 || kernel == AttendKernel::kKvOuterWs ||
+         kernel == AttendKernel::kRouted;
 }
 
 bool TakesKvOuterWorkspace(AttendKernel kernel) { return IsKvOuter(kernel) || kernel == AttendKernel::kSplitK; }
@@ -283,7 +285,7 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
                       CapsText(caps) + ")");
   }
   const bool wgmma_tiles = requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kKvOuterWgmmaP16 ||
-                           requested == AttendKernel::kRouted;
+                           requested == AttendKernel::kKvOuterWs || requested == AttendKernel::kRouted;
   if ((requested == AttendKernel::kKvOuter || wgmma_tiles || requested == AttendKernel::kSplitK) && !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }
@@ -297,6 +299,12 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   }
   if (wgmma_tiles && !wgmma_fits) {
     return Refuse("attend", value, "needs an sm_90a device (this one: " + CapsText(caps) + ")");
+  }
+  if (requested == AttendKernel::kKvOuterWs && !KvOuterWsFits(g, caps)) {
+    return Refuse("attend", value,
+                  "needs a group size that is a multiple of 8 dividing 64 (this one: " + std::to_string(g.hq / g.hkv) +
+                      ") and an sm_90a device with " + std::to_string(kKvOuterWsSmemBytes) +
+                      " bytes of shared memory per block (this one: " + CapsText(caps) + ")");
   }
   if ((requested == AttendKernel::kUnionTile || requested == AttendKernel::kUnionTileWs ||
        requested == AttendKernel::kRouted) &&

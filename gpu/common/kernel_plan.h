@@ -63,13 +63,15 @@ enum class AttendKernel {
   kKvOuter,          // "kv-outer": KvOuterAttend, per-block query lists, mma.sync tiles
   kKvOuterWgmma,     // "kv-outer-wgmma": KvOuterAttendWgmma, the same lists on wgmma tiles (sm_90a), the same bits
   kKvOuterWgmmaP16,  // "kv-outer-wgmma-p16": KvOuterAttendWgmmaP16, kv-outer-wgmma with 16-bit partials (own bits)
+  kKvOuterWs,        // "kv-outer-ws": KvOuterAttendWs, kv-outer-wgmma-p16 warp-specialized, the same bits
   kUnionTile,        // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
   kUnionTileWs,      // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16, general lists) by its union
   kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
 };
 
-// Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, and path K of routed).
+// Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, kv-outer-ws, and path K
+// of routed).
 bool IsKvOuter(AttendKernel kernel);
 // Whether the main branch takes a KvOuterPlan workspace (partial results): the KV-outer kernels and split-k.
 bool TakesKvOuterWorkspace(AttendKernel kernel);

@@ -190,6 +190,11 @@ cudaError_t AttendKvOuterWgmmaP16(const AttendArgs& a) {
                                a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
                                a.out.lse, a.stream);
 }
+cudaError_t AttendKvOuterWs(const AttendArgs& a) {
+  return KvOuterAttendWs(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
+                         a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
+                         a.out.lse, a.stream);
+}
 cudaError_t AttendUnionTile(const AttendArgs& a) {
   return UnionTileAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
                          a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
@@ -225,6 +230,8 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
       return AttendKvOuterWgmma;
     case AttendKernel::kKvOuterWgmmaP16:
       return AttendKvOuterWgmmaP16;
+    case AttendKernel::kKvOuterWs:
+      return AttendKvOuterWs;
     case AttendKernel::kUnionTile:
       return AttendUnionTile;
     case AttendKernel::kUnionTileWs:
