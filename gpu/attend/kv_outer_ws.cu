@@ -6,9 +6,10 @@
 // KvOuterWsKernel: one CTA per multiprocessor takes a contiguous run of the chunk's tiles (64 (query, head) rows x the
 // <= 128 keys of one block of one group, as WgmmaTileKernel). 384 threads = consumer warpgroups 0 and 1 (224
 // registers each thread) and a producer warpgroup (56 registers): one producer thread and one builder warp.
-//   builder      per tile i of the run: its list entries, queries and positions into metadata stage i % 4 once the
-//                producer and the tile's consumer have read tile i - 4's (empty barriers); use = how many K / V
-//                blocks the run loaded before this tile's (the bucket changes: another block or group)
+//   builder      the run's tiles 8 at a time (a lane per query slot, so that their dependent list loads overlap):
+//                entries, queries and positions into metadata stage i % 16 once the producer and the tile's consumer
+//                have read tile i - 16's (empty barriers); use = how many K / V blocks the run loaded before this
+//                tile's (the bucket changes: another block or group)
 //   producer     per tile: where the bucket changes, K(use) then V(use) into stage use % 2 once both consumers have
 //                released use - 2 there, as two bulk tensor copies of [128 keys][64 dims] each (keys past those the
 //                tile's queries see are loaded too, zero past the tensor's end: they are masked out of S and meet
@@ -45,7 +46,8 @@ constexpr int kKeys = 128;     // keys of one block (block_size <= 128): the S N
 constexpr int kMaxSlots = 8;   // query slots per tile: 64 / group, group a multiple of 8
 constexpr int kQStages = 4;    // tile i -> stage i % 4: two per consumer
 constexpr int kKvStages = 2;
-constexpr int kMetaStages = 4;
+constexpr int kMaxPassTiles = 8;  // tiles per pass of the builder warp (8 at qpc 4: 32 lanes)
+constexpr int kMetaStages = 2 * kMaxPassTiles;
 constexpr uint32_t kRowBytes = 128;                      // one swizzled row: 64 16-bit elements
 constexpr uint32_t kQHalfBytes = kTileRows * kRowBytes;  // dims 0-63 (or 64-127) of the Q tile: 8 KiB
 constexpr uint32_t kQBytes = 2 * kQHalfBytes;
@@ -105,40 +107,57 @@ __device__ inline Run RunOf(const kv_outer::TileLists& l, int qpc) {
   return run;
 }
 
-// The builder warp: tile after tile of the run into metadata stage i % 4; lane s < qpc takes query slot s.
+// The builder warp: the run's tiles in passes of kPassTiles(qpc), lane p * qpc + s taking query slot s of the pass's
+// tile p, so that the dependent loads of a pass's tiles (entry, query, position, the block's first row) overlap.
+// Tile i goes to metadata stage i % kMetaStages; its full barrier takes one arrival per slot.
+__device__ inline int PassTiles(int qpc) { return min(kMaxPassTiles, 32 / qpc); }
+
 __device__ inline void BuildMeta(const Smem& sm, const kv_outer::TileLists& l, const Run& run, int qpc, int lane) {
   const AttendGeometry& g = l.g;
-  int64_t last_row = -1;
-  int last_group = -1, use = -1;
-  for (int64_t i = 0; i < run.count(); ++i) {
+  const int pass_tiles = PassTiles(qpc), tile_in_pass = lane / qpc, slot = lane % qpc;
+  const bool active = tile_in_pass < pass_tiles;
+  int64_t last_row = -1;  // the block and the block use of the run's last tile walked so far
+  int last_group = -1, last_use = -1;
+  for (int64_t first = 0; first < run.count(); first += pass_tiles) {
+    const int64_t i = first + tile_in_pass;
+    const bool mine = active && i < run.count();
     const int stage = int(i % kMetaStages);
-    if (i >= kMetaStages) mbarrier::Wait(At(sm.bar->meta_empty[stage]), Phase(i / kMetaStages - 1));
+    if (mine && i >= kMetaStages) mbarrier::Wait(At(sm.bar->meta_empty[stage]), Phase(i / kMetaStages - 1));
     const int64_t tile = run.begin + i;
-    const int32_t entry = lane < qpc ? l.entries[tile * qpc + lane] : -1;
-    const int2 group_block = l.tile_block[tile];
+    const int32_t entry = mine ? l.entries[tile * qpc + slot] : -1;
+    const int2 group_block = mine ? l.tile_block[tile] : make_int2(-1, 0);
     const int32_t t_local = entry >= 0 ? entry / g.top_k : -1;
     const int64_t query = entry >= 0 ? l.chunk[t_local] : -1;
     const int64_t pos = query >= 0 ? l.position[query] : -1;
-    const int64_t first_query = __shfl_sync(mma::kFullMask, query, 0);  // entry 0 of a tile is never padding
     const int64_t key0 = int64_t(group_block.y) * g.bk;
-    const int64_t kv_row = l.key_begin[first_query] + key0;
-    if (kv_row != last_row || group_block.x != last_group) ++use;
-    last_row = kv_row;
-    last_group = group_block.x;
-    TileMeta& m = sm.meta[stage];
-    if (lane < kMaxSlots) {
-      m.pos[lane] = pos;
-      m.query[lane] = query;
-      m.t_local[lane] = t_local;
-      m.sel[lane] = entry - t_local * g.top_k;
+    // Entry 0 of a tile is never padding: slot 0's query gives the block's first row.
+    const int64_t kv_row = slot == 0 && query >= 0 ? l.key_begin[query] + key0 : -1;
+    // The pass's block uses: a tile starts a new one where its block differs from the tile before it. Every lane
+    // walks the pass's tiles alike, so the running values stay the same in all of them.
+    int tile_use = -1;
+    for (int p = 0; p < pass_tiles; ++p) {
+      const int64_t row_p = __shfl_sync(mma::kFullMask, kv_row, p * qpc);
+      const int group_p = __shfl_sync(mma::kFullMask, group_block.x, p * qpc);
+      if (first + p >= run.count()) break;
+      if (row_p != last_row || group_p != last_group) ++last_use;
+      last_row = row_p;
+      last_group = group_p;
+      if (p == tile_in_pass) tile_use = last_use;
     }
-    if (lane == 0) {
-      m.key0 = key0;
-      m.kv_row = kv_row;
-      m.group = group_block.x;
-      m.use = use;
+    if (mine) {
+      TileMeta& m = sm.meta[stage];
+      m.pos[slot] = pos;
+      m.query[slot] = query;
+      m.t_local[slot] = t_local;
+      m.sel[slot] = entry - t_local * g.top_k;
+      if (slot == 0) {
+        m.key0 = key0;
+        m.kv_row = kv_row;
+        m.group = group_block.x;
+        m.use = tile_use;
+      }
+      mbarrier::Arrive(At(sm.bar->meta_full[stage]));
     }
-    mbarrier::Arrive(At(sm.bar->meta_full[stage]));
   }
 }
 
@@ -389,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (tid == 0) {
     Barriers& bar = *sm.bar;
     for (int s = 0; s < kMetaStages; ++s) {
-      mbarrier::Init(At(bar.meta_full[s]), 32);
+      mbarrier::Init(At(bar.meta_full[s]), qpc);
       mbarrier::Init(At(bar.meta_empty[s]), 128 + 1);
     }
     for (int s = 0; s < kQStages; ++s) {
