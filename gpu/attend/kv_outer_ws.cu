@@ -73,20 +73,23 @@ struct Barriers {
   uint64_t empty_k[kKvStages], empty_v[kKvStages];           // both consumers -> producer: the block was read
 };
 
+constexpr size_t kPartRowsBytes = 2 * kTileRows * sizeof(int64_t);
 constexpr size_t kSmemBytes = 1024 /* alignment slack */ + kQStages * kQBytes + 2 * kKvStages * kKvBytes +
-                              kMetaStages * sizeof(TileMeta) + sizeof(Barriers);
+                              kPartRowsBytes + kMetaStages * sizeof(TileMeta) + sizeof(Barriers);
 static_assert(kSmemBytes == kKvOuterWsSmemBytes, "KvOuterWsFits (gpu/common/kernel_fits.h)");
 
 #if defined(MSA_WGMMA_ENABLED)
 using mma::kLog2e;
 constexpr uint32_t kAtomBytes = 8 * kRowBytes;  // one 128-byte-swizzle atom: 8 rows (the descriptors' SBO)
-// Named barriers: 2 + w = consumer warpgroup w's turn.
-constexpr int kTurn0 = 2;
+// Named barriers: 2 + w = consumer warpgroup w's turn; 4 + w = its partials are staged.
+constexpr int kTurn0 = 2, kStaged0 = 4;
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;  // 56 x 128 + 224 x 256 <= 168 x 384
 constexpr int kBuilderWarp = 9;                                   // the producer warpgroup's second warp
 
 struct Smem {
-  uint32_t q, k, v;  // [4][2][64][128 B], [2][2][128][128 B] twice
+  uint32_t q, k, v;        // [4][2][64][128 B], [2][2][128][128 B] twice
+  unsigned char* q_bytes;  // the Q stages again, as a generic pointer (the partials are staged there)
+  int64_t* part_rows;      // [2 consumers][64]: where each row of the staged partials goes
   TileMeta* meta;
   Barriers* bar;
 };
@@ -237,24 +240,40 @@ __device__ inline TileRows RowsOf(const TileMeta& m, const AttendGeometry& g, co
   return rows;
 }
 
-// Partials of a tile's rows (WgmmaTileKernel's kPartials16 store): O_b / l_b in the storage format, and (m_b, l_b).
+// Partials of a tile's rows (WgmmaTileKernel's kPartials16 values): O_b / l_b in the storage format, and (m_b, l_b).
+// Staged through `stage` (16 KiB of shared memory no other thread uses until this warpgroup's NamedSync(staged) and
+// the loads after it are done): [64 rows][256 B], 16-byte chunk c of row r at chunk c ^ (r % 8), so that the 4-byte
+// stores of a warp (8 rows, 4 lanes each) fall in 32 banks; then each thread writes 16-byte chunks of whole rows
+// (two rows a warp), instead of each of its 32 values on its own.
 template <int kLowp>
-__device__ inline void WritePartials(const kv_outer::TileLists& l, const float (&o)[64], const TileRows& rows,
-                                     const float (&m_row)[2], const float (&l_row)[2], int tig) {
-  const int dv = l.g.dv;
+__device__ inline void WritePartials(const kv_outer::TileLists& l, unsigned char* stage, int64_t* part_rows,
+                                     const float (&o)[64], const TileRows& rows, const float (&m_row)[2],
+                                     const float (&l_row)[2], int staged, int wg_tid) {
+  const int dv = l.g.dv, warp = wg_tid / 32, gid = (wg_tid % 32) / 4, tig = wg_tid % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    if (rows.part[h] < 0) continue;
+    const int row = warp * 16 + gid + 8 * h;
     const float inv_l = l_row[h] > 0.0f ? 1.0f / l_row[h] : 0.0f;
-    uint16_t* dst = static_cast<uint16_t*>(l.part_o) + rows.part[h] * dv;
+    unsigned char* dst = stage + row * 256 + tig * 4;
 #pragma unroll
     for (int j = 0; j < kKeys / 8; ++j) {
-      if (j * 8 < dv) {
-        *reinterpret_cast<uint32_t*>(dst + j * 8 + tig * 2) =
-            mma::Pack<kLowp>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
-      }
+      *reinterpret_cast<uint32_t*>(dst + ((j ^ gid) * 16)) =
+          mma::Pack<kLowp>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
     }
-    if (tig == 0) l.part_ml[rows.part[h]] = make_float2(m_row[h], l_row[h]);
+    if (tig == 0) {
+      part_rows[row] = rows.part[h];
+      if (rows.part[h] >= 0) l.part_ml[rows.part[h]] = make_float2(m_row[h], l_row[h]);
+    }
+  }
+  mbarrier::NamedSync(staged, 128);
+  const int chunk = wg_tid % 16;
+#pragma unroll
+  for (int i = 0; i < kTileRows / 8; ++i) {
+    const int row = wg_tid / 16 + 8 * i;
+    const int64_t part = part_rows[row];
+    if (part < 0 || chunk * 8 >= dv) continue;
+    const uint4 value = *reinterpret_cast<const uint4*>(stage + row * 256 + ((chunk ^ (row % 8)) * 16));
+    *reinterpret_cast<uint4*>(static_cast<uint16_t*>(l.part_o) + part * dv + chunk * 8) = value;
   }
 }
 
@@ -364,7 +383,6 @@ __device__ inline void Consume(const Smem& sm, const kv_outer::TileLists& l, con
     wgmma::WaitGroup<0>();
     wgmma::FenceOperands(s);
     wgmma::FenceOperands(o);
-    if (!tail) mbarrier::Arrive(At(bar.q_empty[i % kQStages]));
     // V of the blocks before this tile's: O(j - 1) was the last to read them. After the last tile, every block of
     // the run, those this warpgroup skipped included.
     if (tail) {
@@ -377,7 +395,14 @@ __device__ inline void Consume(const Smem& sm, const kv_outer::TileLists& l, con
       ReleaseUses(bar.empty_v, v_released, use);
       v_released = max(v_released, use);
     }
-    if (pending) WritePartials<kLowp>(l, o, prev, m_prev, l_prev, tig);
+    // Tile j - 1's partials, staged in tile j's Q stage, which S(j) is done with (in the tail, the stage of the tile
+    // past this warpgroup's last: no copy lands there again); then that stage goes back to the producer.
+    if (pending) {
+      unsigned char* stage = sm.q_bytes + (i % kQStages) * kQBytes;
+      WritePartials<kLowp>(l, stage, sm.part_rows + wg * kTileRows, o, prev, m_prev, l_prev, kStaged0 + wg, tid % 128);
+      wgmma::FenceProxyAsyncShared();  // the next bulk copies into the stage come after these accesses
+    }
+    if (!tail) mbarrier::Arrive(At(bar.q_empty[i % kQStages]));
     if (!tail) Softmax<kLowp>(s, cur, l.scale, tig, m_prev, l_prev, pa);
     prev = cur;
     prev_use = use;
@@ -398,8 +423,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   sm.q = raw + pad;
   sm.k = sm.q + kQStages * kQBytes;
   sm.v = sm.k + kKvStages * kKvBytes;
-  sm.meta = reinterpret_cast<TileMeta*>(after_tiles);
-  sm.bar = reinterpret_cast<Barriers*>(after_tiles + kMetaStages * sizeof(TileMeta));
+  sm.q_bytes = kv_ws_smem + pad;
+  sm.part_rows = reinterpret_cast<int64_t*>(after_tiles);
+  sm.meta = reinterpret_cast<TileMeta*>(after_tiles + kPartRowsBytes);
+  sm.bar = reinterpret_cast<Barriers*>(after_tiles + kPartRowsBytes + kMetaStages * sizeof(TileMeta));
 
   const int group = l.g.hq / l.g.hkv, qpc = kTileRows / group;
   const Run run = RunOf(l, qpc);

@@ -68,7 +68,7 @@ bool KvOuterAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendFits and an sm_90a device with room for the wgmma tile.
 bool KvOuterWgmmaFits(const AttendGeometry& g, const DeviceCaps& caps);
 // KvOuterAttendWs's tile kernel (gpu/attend/kv_outer_ws.cu).
-inline constexpr size_t kKvOuterWsSmemBytes = 201472;
+inline constexpr size_t kKvOuterWsSmemBytes = 202496;
 // KvOuterWgmmaFits, a group size that is a multiple of 8 dividing 64 (a query's heads are one bulk copy into whole
 // 1024-byte swizzle atoms) and room for the warp-specialized tile.
 bool KvOuterWsFits(const AttendGeometry& g, const DeviceCaps& caps);
