@@ -280,12 +280,13 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
                             const UnionTileRouting& routing, uint8_t* route, cudaStream_t stream = nullptr);
 // Both paths (gpu/attend/union_route.cu, sm_90a only): RouteUnionTiles into the workspace's route (plan from
 // PlanKvOuter), UnionTileWsAttend on the tiles routed to U, KvOuterAttendWgmmaP16's lists, tiles and merge on the rest
-// (general lists). Each row gets the bits of the path its tile took. Path K runs on side.stream where there is one,
-// forked after the route and joined before return, beside path U on `stream`. Needs KvOuterWgmmaFits(g) and
-// UnionTileFits(g); returns cudaErrorNotSupported otherwise (nothing enqueued). Each path walks a list made after the
-// route: path U its tiles, path K the queries with a tile on K where those are at most half the queries (else every
-// query). The lists' lengths come to the host (waiting for `stream` up to the route); while `stream` captures a
-// graph, path U walks its whole list (-1 past the count) and path K every query.
+// (general lists; its tiles are KvOuterAttendWs's where KvOuterWsFits(g): the same bits). Each row gets the bits of the
+// path its tile took. Path K runs on side.stream where there is one, forked after the route and joined before return,
+// beside path U on `stream`. Needs KvOuterWgmmaFits(g) and UnionTileFits(g); returns cudaErrorNotSupported otherwise
+// (nothing enqueued). Each path walks a list made after the route: path U its tiles, path K the queries with a tile on
+// K where those are at most half the queries (else every query). The lists' lengths come to the host (waiting for
+// `stream` up to the route); while `stream` captures a graph, path U walks its whole list (-1 past the count) and path
+// K every query.
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,

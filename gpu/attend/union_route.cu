@@ -83,6 +83,12 @@ size_t ListPathBytes(int64_t n) {
   return bytes;
 }
 
+// Path K's tiles: kv-outer-ws's where they fit (the same bits as kv-outer-wgmma-p16's, faster on prefills:
+// docs/performance.md, path K warp-specialized), else kv-outer-wgmma-p16's.
+kv_outer::TileLauncher PathKTiles(const AttendGeometry& g) {
+  return KvOuterWsFits(g, CurrentDeviceCaps()) ? kv_outer::WsTiles() : kv_outer::WgmmaTiles(kv_outer::kPartials16);
+}
+
 }  // namespace
 
 size_t kv_outer::RouteSelectBytes(const AttendGeometry& g) {
@@ -140,7 +146,7 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
     return err;
   }
   err = kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace, out,
-                      lse, k_stream, kv_outer::WgmmaTiles(kv_outer::kPartials16), route, path_k);
+                      lse, k_stream, PathKTiles(g), route, path_k);
   if (err == cudaSuccess) {
     err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u,
                             tile_counter, out, lse, stream);

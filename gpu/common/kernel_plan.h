@@ -66,7 +66,7 @@ enum class AttendKernel {
   kKvOuterWs,        // "kv-outer-ws": KvOuterAttendWs, kv-outer-wgmma-p16 warp-specialized, the same bits
   kUnionTile,        // "union-tile": UnionTileAttend, path U on every tile (sm_90a)
   kUnionTileWs,      // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
-  kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16, general lists) by its union
+  kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16's bits, general lists) by its union
   kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
 };
 
