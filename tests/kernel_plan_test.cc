@@ -136,15 +136,15 @@ TEST(KernelPlan, TopKTimesBlockSizePastSharedMemoryTakesTheGatheredKernel) {
   EXPECT_EQ(plan.topk, TopKKernel::kInsertion);
   config.top_k = 24;
   config.block_size = 64;  // Q-outer fits; KV-outer pays in decode only
-  EXPECT_EQ(Auto(config, Decode(64, 1, 65536)).attend, AttendKernel::kKvOuterWgmmaP16);
+  EXPECT_EQ(Auto(config, Decode(64, 1, 65536)).attend, AttendKernel::kKvOuterWs);
 }
 
 TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   const KernelPlan plan = Auto(Lowp(), Decode(64, 1, 8192));
-  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-wgmma-p16");
+  EXPECT_EQ(FormatKernelPlan(plan), "index=wgmma,batch=batched,topk=cta,lists=direct,attend=kv-outer-ws");
   // Multi-token decode: batched (q_len <= 16), general lists (two queries share a sequence).
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(8, 4, 8192))),
-            "index=wgmma,batch=batched,topk=cta,lists=general,attend=kv-outer-wgmma-p16");
+            "index=wgmma,batch=batched,topk=cta,lists=general,attend=kv-outer-ws");
   // 17 queries per sequence: not a decode batch.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).batch, IndexBatch::kPerSequence);
   // Decode batches rank with one CTA per row (8 bytes of shared memory per block of the longest row) ...
@@ -154,10 +154,16 @@ TEST(KernelPlan, DecodeBatchesBatchTheIndexBranchAndTakeTheDirectLists) {
   EXPECT_EQ(Auto(Lowp(), Decode(1, 1, int64_t(1) << 25)).topk, TopKKernel::kThreshold);
 }
 
-TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWgmmaP16OnSm90aAndQOuterElsewhere) {
-  // 128 and 8 x 16 queries over random blocks: about 0.5 queries per block, 512 (query, group) CTAs.
-  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);
-  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 65536)).attend, AttendKernel::kKvOuterWgmmaP16);
+TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWsOnSm90aAndQOuterElsewhere) {
+  // 128 and 8 x 16 queries over random blocks: about 0.5 queries per block, 512 (query, group) CTAs, 8192 tiles
+  // (query, group, slot): 62 an SM of an H200, past kKvOuterWsMinTilesPerSm.
+  EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWs);
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 65536)).attend, AttendKernel::kKvOuterWs);
+  // 4 queries: 256 tiles, under 4 an SM: the producer's pipeline would not fill.
+  EXPECT_EQ(Auto(Lowp(), Decode(4, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);
+  Config group4 = Lowp();
+  group4.num_kv_heads = 16;  // a group of 4 heads: kv-outer-ws does not fit
+  EXPECT_EQ(Auto(group4, Decode(128, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);
   EXPECT_EQ(Auto(Lowp(), Decode(128, 1, 4096), kA100Caps).attend, AttendKernel::kQOuter);
   // A prefill of as few queries per block stays on Q-outer.
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 65536)).attend, AttendKernel::kQOuter);
@@ -166,11 +172,11 @@ TEST(KernelPlan, LargeDecodeBatchesTakeKvOuterWgmmaP16OnSm90aAndQOuterElsewhere)
 TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
   EXPECT_EQ(Auto(Lowp(), Prefill(131072)).attend, AttendKernel::kRouted);
   Config mqa = Lowp();
-  mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: path U needs 2 to 64
-  EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmmaP16);
-  EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);    // path U is sm_90a
-  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWgmmaP16);  // decode batches: not routed
-  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 8192)).attend, AttendKernel::kKvOuterWgmmaP16);
+  mqa.num_kv_heads = mqa.num_q_heads;                                           // group size 1: path U needs 2 to 64
+  EXPECT_EQ(Auto(mqa, Prefill(32768)).attend, AttendKernel::kKvOuterWgmmaP16);  // nor does kv-outer-ws
+  EXPECT_EQ(Auto(Lowp(), Prefill(32768), kA100Caps).attend, AttendKernel::kKvOuter);  // path U is sm_90a
+  EXPECT_EQ(Auto(Lowp(), Decode(64, 1, 8192)).attend, AttendKernel::kKvOuterWs);      // decode batches: not routed
+  EXPECT_EQ(Auto(Lowp(), Decode(8, 16, 8192)).attend, AttendKernel::kKvOuterWs);
   EXPECT_EQ(Auto(Lowp(), Decode(8, 17, 8192)).attend, AttendKernel::kRouted);  // 17 queries a sequence: a prefill
 }
 

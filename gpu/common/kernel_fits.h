@@ -72,6 +72,8 @@ inline constexpr size_t kKvOuterWsSmemBytes = 202496;
 // KvOuterWgmmaFits, a group size that is a multiple of 8 dividing 64 (a query's heads are one bulk copy into whole
 // 1024-byte swizzle atoms) and room for the warp-specialized tile.
 bool KvOuterWsFits(const AttendGeometry& g, const DeviceCaps& caps);
+// The planner's kv-outer-ws rule for decode batches: at least this many tiles (query, group, slot) per SM.
+inline constexpr int kKvOuterWsMinTilesPerSm = 4;
 // SplitKAttend (gpu/attend/split_k.cu): the KV-outer tile and, for groups of at most 16 heads, P and the row maxima
 // past it in shared memory.
 inline constexpr size_t kSplitKSmemBytes = kKvOuterMmaSmemBytes + 16 * (128 + 8) * 4 + 8 * 32 * 16 + 8 * 16 * 4;

@@ -237,7 +237,8 @@ Status PlanBatch(const Config& config, const KernelShapes& shapes, IndexKernel i
 // The main branch. KV-outer pays off when blocks are shared (on average at least 2 queries per (sequence, block,
 // group)) or when too few queries exist for the Q-outer grid to fill the device (decode); it runs on wgmma tiles with
 // 16-bit partials on sm_90a (kv-outer-wgmma-p16, faster than fp32 partials on prefills and decode batches:
-// docs/performance.md, 16-bit partials on path K), routed with path U where that fits outside decode batches; a
+// docs/performance.md, 16-bit partials on path K), warp-specialized where those fit (kv-outer-ws) and the batch has
+// kKvOuterWsMinTilesPerSm tiles per SM, routed with path U where that fits outside decode batches; a
 // decode step whose split-k grid fits one CTA per SM takes split-k. Elsewhere Q-outer where its scores fit shared
 // memory, else the gathered kernel.
 Status PlanAttend(const Config& config, const KernelShapes& shapes, const DeviceCaps& caps, AttendKernel requested,
@@ -263,7 +264,13 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
     // as fast as K on random selections, faster on coherent ones, measured on prefills), except decode batches.
     const bool routed_fits =
         wgmma_fits && UnionTileFits(g, caps) && !IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
+    // kv-outer-ws gives kv-outer-wgmma-p16's bits faster, except on a decode batch of a few tiles per SM, where its
+    // producer's pipeline never fills (docs/performance.md, path K warp-specialized).
+    const bool ws_pays = wgmma_fits && KvOuterWsFits(g, caps) &&
+                         (!IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries) ||
+                          g.total_q * g.hkv * g.top_k >= int64_t(kKvOuterWsMinTilesPerSm) * caps.sm_count);
     const AttendKernel kv_outer = routed_fits  ? AttendKernel::kRouted
+                                  : ws_pays    ? AttendKernel::kKvOuterWs
                                   : wgmma_fits ? AttendKernel::kKvOuterWgmmaP16
                                                : AttendKernel::kKvOuter;
     *kernel = exact                                                        ? AttendKernel::kExact
