@@ -18,7 +18,8 @@
 //                are never written)
 //   consumer w   tiles w, w + 2, ...: turn j: wait Q(j), K(j) and V(j - 1); [named barrier: my turn] issue
 //                S(j) = Q K^T and O(j - 1) = P(j - 1) V (two commit groups); [the other warpgroup's turn]; wait for
-//                both, release Q(j) and the K / V blocks no longer read; write tile j - 1's partials; softmax(j)
+//                both, release the K / V blocks no longer read; write tile j - 1's partials, staged in Q(j)'s stage
+//                (S(j) is done with it) and stored as 16-byte chunks of whole rows; release Q(j); softmax(j)
 //                (WgmmaTileKernel's roundings and order), P(j) packed. One more turn after the last tile for its P V
 // Releases go in order per stage: an arrival for block use u waits until both consumers released u - 2 there, so it
 // counts in its own phase whatever the other consumer skipped.
