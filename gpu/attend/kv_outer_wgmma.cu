@@ -33,6 +33,7 @@
 #include <cmath>
 
 #include "gpu/attend/kv_outer.h"
+#include "gpu/attend/kv_outer_wgmma.cuh"
 #include "gpu/common/device_query.h"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/wgmma.cuh"
@@ -41,18 +42,12 @@
 namespace msa::gpu {
 namespace {
 
+using namespace kv_outer_wgmma;  // the tile's geometry and softmax, shared with kv_outer_ws.cu
+
 constexpr int kThreads = 128;  // one warpgroup
-constexpr int kTileRows = 64;  // (query, head) rows per tile: the wgmma M
-constexpr int kKeys = 128;     // keys of one block, zero-padded (block_size <= 128): the S N and the O K
-constexpr int kDims = 128;     // head dims, zero-padded: the S K and the O N
 constexpr int kCtasPerSm = 2;
 constexpr int kQStages = 2;
 constexpr int kMetaStages = 3;
-constexpr uint32_t kRowBytes = 128;                      // one swizzled row: 64 16-bit elements
-constexpr uint32_t kQHalfBytes = kTileRows * kRowBytes;  // dims 0-63 (or 64-127) of the Q tile: 8 KiB
-constexpr uint32_t kQBytes = 2 * kQHalfBytes;
-constexpr uint32_t kKvHalfBytes = kKeys * kRowBytes;  // dims 0-63 (or 64-127) of K or V: 16 KiB
-constexpr uint32_t kKvBytes = 2 * kKvHalfBytes;
 
 // What the tile kernel needs of one tile, staged in shared memory two tiles ahead.
 struct TileMeta {
@@ -74,9 +69,7 @@ static_assert(kThreads == kTileRows * 2, "threads 0-63 stage the tile metadata, 
 
 // The device code proper exists only in the compute_90a pass; the other passes compile an empty kernel.
 #if defined(MSA_WGMMA_ENABLED)
-using mma::kLog2e;
-constexpr uint32_t kChunks = kDims / 8;         // 16-byte chunks per Q / K / V row
-constexpr uint32_t kAtomBytes = 8 * kRowBytes;  // one 128-byte-swizzle atom: 8 rows (the descriptors' SBO)
+constexpr uint32_t kChunks = kDims / 8;  // 16-byte chunks per Q / K / V row
 
 __device__ inline int SeenKeys(const TileMeta& m) { return max(m.seen[0], m.seen[1]); }
 
@@ -160,11 +153,6 @@ __device__ inline void LoadKv(uint32_t dst, const uint16_t* src_base, int dim, i
     const uint16_t* src = src_base + (valid ? ((kv_row + key) * hkv + kv_head) * dim + c * 8 : 0);
     wgmma::CopyAsync16(dst0 + j * kAtomBytes, src, valid);
   }
-}
-
-template <int kLowp>
-__device__ inline uint32_t PackPair(float lo, float hi) {
-  return mma::Pack<kLowp>(lo, hi);
 }
 
 #endif  // MSA_WGMMA_ENABLED
@@ -276,37 +264,9 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
     wgmma::CopyAsyncCommit();  // group 2
     if (stages_meta && has_ahead) FetchPosition(l, tid, ahead);
 
-    // Scores, masked past each row's position, and the row maxima.
-    float m_row[2] = {-INFINITY, -INFINITY};
-    wgmma::RoundScoresAndMax<kLowp, true>(s, key_limit, scale, tig, m_row);
-    float m_log2[2];  // exp(s - m) = exp2(s log2e - m log2e); a row with no key (padding) gets p = 0, not NaN
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 1));
-      m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 2));
-      m_log2[h] = mma::MaxLog2(m_row[h]);
-    }
-    // P in the storage format: keys 16kk..16kk+15 are accumulator chunks 2kk, 2kk + 1 = one A fragment.
+    float m_row[2], l_row[2];
     uint32_t pa[kKeys / 16][4];
-    float l_row[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int kk = 0; kk < kKeys / 16; ++kk) {
-      float p[8];
-#pragma unroll
-      for (int x = 0; x < 8; ++x) {
-        p[x] = mma::Exp2Approx(fmaf(s[8 * kk + x], kLog2e, -m_log2[(x % 4) / 2]));
-        l_row[(x % 4) / 2] += p[x];
-      }
-      pa[kk][0] = PackPair<kLowp>(p[0], p[1]);
-      pa[kk][1] = PackPair<kLowp>(p[2], p[3]);
-      pa[kk][2] = PackPair<kLowp>(p[4], p[5]);
-      pa[kk][3] = PackPair<kLowp>(p[6], p[7]);
-    }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      l_row[h] += __shfl_xor_sync(mma::kFullMask, l_row[h], 1);
-      l_row[h] += __shfl_xor_sync(mma::kFullMask, l_row[h], 2);
-    }
+    TileSoftmax<kLowp>(s, key_limit, scale, tig, m_row, l_row, pa);
 
     if (v_fresh) {  // V(i) is group 3 of the previous tile; groups 1 and 2 of this tile may still be in flight
       wgmma::CopyAsyncWait<2>();
@@ -351,7 +311,7 @@ __global__ void __launch_bounds__(kThreads, kCtasPerSm) WgmmaTileKernel(const __
         for (int j = 0; j < kDims / 8; ++j) {
           if (j * 8 < g.dv) {
             *reinterpret_cast<uint32_t*>(dst + j * 8 + tig * 2) =
-                PackPair<kLowp>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
+                mma::Pack<kLowp>(o[4 * j + 2 * h] * inv_l, o[4 * j + 2 * h + 1] * inv_l);
           }
         }
       } else {

@@ -29,6 +29,7 @@
 #include <cmath>
 
 #include "gpu/attend/kv_outer.h"
+#include "gpu/attend/kv_outer_wgmma.cuh"
 #include "gpu/common/device_query.h"
 #include "gpu/common/kernel_fits.h"
 #include "gpu/common/mbarrier.cuh"
@@ -40,20 +41,15 @@
 namespace msa::gpu {
 namespace {
 
+using namespace kv_outer_wgmma;  // the tile's geometry and softmax, shared with kv_outer_wgmma.cu
+
 constexpr int kConsumers = 256;  // two warpgroups
 constexpr int kThreads = kConsumers + 128;
-constexpr int kTileRows = 64;  // (query, head) rows per tile: the wgmma M
-constexpr int kKeys = 128;     // keys of one block (block_size <= 128): the S N and the O K
-constexpr int kMaxSlots = 8;   // query slots per tile: 64 / group, group a multiple of 8
-constexpr int kQStages = 4;    // tile i -> stage i % 4: two per consumer
+constexpr int kMaxSlots = 8;  // query slots per tile: 64 / group, group a multiple of 8
+constexpr int kQStages = 4;   // tile i -> stage i % 4: two per consumer
 constexpr int kKvStages = 2;
 constexpr int kMaxPassTiles = 8;  // tiles per pass of the builder warp (8 at qpc 4: 32 lanes)
 constexpr int kMetaStages = 2 * kMaxPassTiles;
-constexpr uint32_t kRowBytes = 128;                      // one swizzled row: 64 16-bit elements
-constexpr uint32_t kQHalfBytes = kTileRows * kRowBytes;  // dims 0-63 (or 64-127) of the Q tile: 8 KiB
-constexpr uint32_t kQBytes = 2 * kQHalfBytes;
-constexpr uint32_t kKvHalfBytes = kKeys * kRowBytes;  // dims 0-63 (or 64-127) of K or V: 16 KiB
-constexpr uint32_t kKvBytes = 2 * kKvHalfBytes;
 
 // What the producer and the consumers need of one tile.
 struct TileMeta {
@@ -80,8 +76,6 @@ constexpr size_t kSmemBytes = 1024 /* alignment slack */ + kQStages * kQBytes + 
 static_assert(kSmemBytes == kKvOuterWsSmemBytes, "KvOuterWsFits (gpu/common/kernel_fits.h)");
 
 #if defined(MSA_WGMMA_ENABLED)
-using mma::kLog2e;
-constexpr uint32_t kAtomBytes = 8 * kRowBytes;  // one 128-byte-swizzle atom: 8 rows (the descriptors' SBO)
 // Named barriers: 2 + w = consumer warpgroup w's turn; 4 + w = its partials are staged.
 constexpr int kTurn0 = 2, kStaged0 = 4;
 constexpr int kProducerRegisters = 56, kConsumerRegisters = 224;  // 56 x 128 + 224 x 256 <= 168 x 384
@@ -278,41 +272,6 @@ __device__ inline void WritePartials(const kv_outer::TileLists& l, unsigned char
   }
 }
 
-// Scores, masked past each row's position, the row maxima, P packed (keys 16kk..16kk+15 = one A fragment) and the
-// row sums: WgmmaTileKernel's softmax, step for step.
-template <int kLowp>
-__device__ inline void Softmax(float (&s)[64], const TileRows& rows, float scale, int tig, float (&m_row)[2],
-                               float (&l_row)[2], uint32_t (&pa)[kKeys / 16][4]) {
-  m_row[0] = m_row[1] = -INFINITY;
-  wgmma::RoundScoresAndMax<kLowp, true>(s, rows.key_limit, scale, tig, m_row);
-  float m_log2[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 1));
-    m_row[h] = fmaxf(m_row[h], __shfl_xor_sync(mma::kFullMask, m_row[h], 2));
-    m_log2[h] = mma::MaxLog2(m_row[h]);
-  }
-  l_row[0] = l_row[1] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < kKeys / 16; ++kk) {
-    float p[8];
-#pragma unroll
-    for (int x = 0; x < 8; ++x) {
-      p[x] = mma::Exp2Approx(fmaf(s[8 * kk + x], kLog2e, -m_log2[(x % 4) / 2]));
-      l_row[(x % 4) / 2] += p[x];
-    }
-    pa[kk][0] = mma::Pack<kLowp>(p[0], p[1]);
-    pa[kk][1] = mma::Pack<kLowp>(p[2], p[3]);
-    pa[kk][2] = mma::Pack<kLowp>(p[4], p[5]);
-    pa[kk][3] = mma::Pack<kLowp>(p[6], p[7]);
-  }
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    l_row[h] += __shfl_xor_sync(mma::kFullMask, l_row[h], 1);
-    l_row[h] += __shfl_xor_sync(mma::kFullMask, l_row[h], 2);
-  }
-}
-
 // A consumer warpgroup's tiles (see the top of this file). Warp-uniform values come through a shuffle from lane 0:
 // ptxas takes a branch on a value it cannot prove uniform as divergent and serializes the wgmma instructions around
 // it (info C7518).
@@ -404,7 +363,7 @@ __device__ inline void Consume(const Smem& sm, const kv_outer::TileLists& l, con
       wgmma::FenceProxyAsyncShared();  // the next bulk copies into the stage come after these accesses
     }
     if (!tail) mbarrier::Arrive(At(bar.q_empty[i % kQStages]));
-    if (!tail) Softmax<kLowp>(s, cur, l.scale, tig, m_prev, l_prev, pa);
+    if (!tail) TileSoftmax<kLowp>(s, cur.key_limit, l.scale, tig, m_prev, l_prev, pa);
     prev = cur;
     prev_use = use;
   }
