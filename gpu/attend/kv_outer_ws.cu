@@ -1,12 +1,12 @@
 // KV-outer tile kernel of the low-precision mode on Hopper, warp-specialized (sm_90a): kv-outer-wgmma-p16's tiles,
-// lists, math and 16-bit partials (hence its bits; tests/gpu_plans_test.cc compares the two), with the loads on a
-// producer thread and two consumer warpgroups taking turns at the tensor pipe.
+// lists, math and 16-bit partials (hence its bits; tests/gpu_twins_test.cc and gpu_plans_test.cc compare the two), with
+// the loads on a producer thread and two consumer warpgroups taking turns at the tensor pipe.
 //
 // docs:begin gpu-kv-outer-ws
 // KvOuterWsKernel: one CTA per multiprocessor takes a contiguous run of the chunk's tiles (64 (query, head) rows x the
 // <= 128 keys of one block of one group, as WgmmaTileKernel). 384 threads = consumer warpgroups 0 and 1 (224
 // registers each thread) and a producer warpgroup (56 registers): one producer thread and one builder warp.
-//   builder      the run's tiles 8 at a time (a lane per query slot, so that their dependent list loads overlap):
+//   builder      the run's tiles 32 / qpc at a time, at most 8 (a lane per query slot: their list loads overlap):
 //                entries, queries and positions into metadata stage i % 16 once the producer and the tile's consumer
 //                have read tile i - 16's (empty barriers); use = how many K / V blocks the run loaded before this
 //                tile's (the bucket changes: another block or group)
