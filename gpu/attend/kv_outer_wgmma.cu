@@ -30,7 +30,6 @@
 // In the steady state of a bucket a tile costs one barrier and one 16 KiB Q load that overlaps S.
 // docs:end gpu-kv-outer-wgmma-tile
 #include <algorithm>
-#include <cmath>
 
 #include "gpu/attend/kv_outer.h"
 #include "gpu/attend/kv_outer_wgmma.cuh"

@@ -26,7 +26,6 @@
 // docs:end gpu-kv-outer-ws
 #include <algorithm>
 #include <climits>
-#include <cmath>
 
 #include "gpu/attend/kv_outer.h"
 #include "gpu/attend/kv_outer_wgmma.cuh"
@@ -92,14 +91,14 @@ __device__ inline uint32_t At(const uint64_t& barrier) { return wgmma::SharedAdd
 __device__ inline uint32_t Phase(int64_t use) { return uint32_t(use & 1); }
 
 // The CTA's run of tiles [begin, end) of the chunk's lists.
-struct Run {
+struct TileRun {
   int64_t begin = 0, end = 0;
   __device__ int64_t count() const { return end - begin; }
 };
-__device__ inline Run RunOf(const kv_outer::TileLists& l, int qpc) {
+__device__ inline TileRun RunOf(const kv_outer::TileLists& l, int qpc) {
   const int64_t total_tiles = l.offsets[l.num_buckets] / qpc;
   const int64_t per_cta = (total_tiles + gridDim.x - 1) / gridDim.x;
-  Run run;
+  TileRun run;
   run.begin = blockIdx.x * per_cta;
   run.end = min(run.begin + per_cta, total_tiles);
   return run;
@@ -110,7 +109,7 @@ __device__ inline Run RunOf(const kv_outer::TileLists& l, int qpc) {
 // Tile i goes to metadata stage i % kMetaStages; its full barrier takes one arrival per slot.
 __device__ inline int PassTiles(int qpc) { return min(kMaxPassTiles, 32 / qpc); }
 
-__device__ inline void BuildMeta(const Smem& sm, const kv_outer::TileLists& l, const Run& run, int qpc, int lane) {
+__device__ inline void BuildMeta(const Smem& sm, const kv_outer::TileLists& l, const TileRun& run, int qpc, int lane) {
   const AttendGeometry& g = l.g;
   const int pass_tiles = PassTiles(qpc), tile_in_pass = lane / qpc, slot = lane % qpc;
   const bool active = tile_in_pass < pass_tiles;
@@ -162,7 +161,7 @@ __device__ inline void BuildMeta(const Smem& sm, const kv_outer::TileLists& l, c
 // The producer thread (see the top of this file). q_map: [total_q][Hq][dims] in boxes of [1 query][group heads][64
 // dims]; k_map and v_map: [total_k][Hkv][dims] in boxes of [128 keys][1 head][64 dims].
 __device__ inline void Produce(const Smem& sm, const CUtensorMap* q_map, const CUtensorMap* k_map,
-                               const CUtensorMap* v_map, const Run& run, int group, int qpc) {
+                               const CUtensorMap* v_map, const TileRun& run, int group, int qpc) {
   Barriers& bar = *sm.bar;
   int loaded = -1;  // the last block use loaded
   for (int64_t i = 0; i < run.count(); ++i) {
@@ -276,7 +275,7 @@ __device__ inline void WritePartials(const kv_outer::TileLists& l, unsigned char
 // ptxas takes a branch on a value it cannot prove uniform as divergent and serializes the wgmma instructions around
 // it (info C7518).
 template <int kLowp>
-__device__ inline void Consume(const Smem& sm, const kv_outer::TileLists& l, const Run& run, int group, int qpc,
+__device__ inline void Consume(const Smem& sm, const kv_outer::TileLists& l, const TileRun& run, int group, int qpc,
                                int tid) {
   const AttendGeometry& g = l.g;
   Barriers& bar = *sm.bar;
@@ -389,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   sm.bar = reinterpret_cast<Barriers*>(after_tiles + kPartRowsBytes + kMetaStages * sizeof(TileMeta));
 
   const int group = l.g.hq / l.g.hkv, qpc = kTileRows / group;
-  const Run run = RunOf(l, qpc);
+  const TileRun run = RunOf(l, qpc);
   if (run.count() <= 0) return;
   const int tid = threadIdx.x;
   if (tid == 0) {
