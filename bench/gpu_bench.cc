@@ -206,8 +206,10 @@ struct Result {
   double main_stream_ms = 0, step_stream_ms = 0;  // back-to-back replays of the same graphs (GraphTimes)
   double main_cold_ms = 0, step_cold_ms = 0;      // single replays after an L2 flush (GraphTimes)
   uint64_t bad_rows = 0, nonfinite = 0;
-  bool graph_bits_differ = false;  // the replayed graph's out and lse digest differently from the stream run's
-  uint64_t outputs_digest = 0;     // out and lse of the last timed run (AddBitsDigest): equal bits, equal digests
+  // A replayed graph's outputs differ from the stream run's: the main graph's out and lse, or the step graph's
+  // selection, out and lse (attend=fused-decode: its one launch against the separate stages).
+  bool graph_bits_differ = false;
+  uint64_t outputs_digest = 0;  // out and lse of the last timed run (AddBitsDigest): equal bits, equal digests
 };
 
 // `given`: the main branch runs on that generator's selection (uploaded once, the index branch not run); null: on
@@ -255,8 +257,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
   DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
   // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph, the output
-  // digest of the last timed run
-  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(7, "flags");
+  // digest of the last timed run, the output digest of the step graph's last replay
+  DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(8, "flags");
   std::vector<int64_t> position(total_q), key_begin(total_q);
   std::vector<int32_t> first_block(total_q);
   for (int64_t t = 0; t < total_q; ++t) {
@@ -344,12 +346,16 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     digest_outputs(flags.get() + 5);
   }
   const bool step_on_stream = main_on_stream && SelectRunsOnStream(plan);
-  if (step_on_stream && shape.decode && given == nullptr) {  // the whole decode step as a graph
+  const bool step_graph = step_on_stream && shape.decode && given == nullptr;
+  std::vector<int32_t> stream_topk;  // the stream run's selection, against the step graph's
+  if (step_graph) {                  // the whole decode step as a graph
+    stream_topk.resize(host_topk.size());
+    BENCH_CHECK(cudaMemcpy(stream_topk.data(), topk.get(), stream_topk.size() * 4, cudaMemcpyDeviceToHost));
     const GraphTimes times = GraphReplayMs(
         stream, reps, main_timer,
         [&] {
-          BENCH_OK(SelectOnDevice(config, batch, plan, index_inputs, selection, &select_ws, stream));
-          BENCH_OK(AttendOnDevice(config, plan, attend_inputs, attend_outputs, &attend_ws, stream));
+          BENCH_OK(StepOnDevice(config, batch, plan, index_inputs, selection, &select_ws, attend_inputs, attend_outputs,
+                                &attend_ws, stream));
         },
         [&] {
           poison_selection();
@@ -358,12 +364,13 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     result.step_graph_ms = times.single_ms;
     result.step_cold_ms = times.cold_ms;
     result.step_stream_ms = times.back_to_back_ms;
+    digest_outputs(flags.get() + 7);
   }
   BENCH_CHECK(cudaMemset(flags.get() + 2, 0, 2 * 8));
   BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
   BENCH_CHECK(CountNonFinite(out.get(), total_q * kHq * kDim, flags.get() + 3));
   BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
-  unsigned long long host_flags[7];
+  unsigned long long host_flags[8];
   BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
   result.bad_rows = host_flags[2] + (given == nullptr && host_flags[0] != ~0ull);  // a non-finite index score: one
   if (given == nullptr) {
@@ -372,7 +379,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   result.union4 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 4);
   result.union8 = ::msa::bench::MeanUnionSize(selection_shape, host_topk, 8);
   result.nonfinite = host_flags[3];
-  result.graph_bits_differ = main_on_stream && host_flags[4] != host_flags[5];
+  result.graph_bits_differ = (main_on_stream && host_flags[4] != host_flags[5]) ||
+                             (step_graph && (host_flags[6] != host_flags[7] || stream_topk != host_topk));
   result.outputs_digest = host_flags[6];
   BENCH_CHECK(cudaStreamDestroy(stream));
   return result;

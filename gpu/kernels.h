@@ -244,6 +244,31 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                          const KvOuterPlan& plan, void* workspace, double* out, double* lse,
                          cudaStream_t stream = nullptr);
 
+// The index branch's side of FusedDecodeStep: index_q [total_q, Hidx, Di] and index_k [total_k, Di] as low-precision
+// bits, the index scale, the forced blocks (Config::init_blocks, local_blocks), and where the step writes the
+// selection topk [Hidx, total_q, top_k] and the first (query, group) t * Hidx + r whose scaled index scores are not
+// finite (atomicMin; the caller sets it to all ones first).
+struct FusedDecodeIndex {
+  const uint16_t* index_q = nullptr;
+  const uint16_t* index_k = nullptr;
+  int di = 0;
+  float scale = 0.0f;
+  int init_blocks = 0, local_blocks = 1;
+  int32_t* topk = nullptr;
+  unsigned long long* bad_row = nullptr;
+};
+// A whole decode step in one launch per chunk of plan.chunk_q queries (gpu/attend/fused_decode.cu): each (query,
+// group)'s cluster of top_k CTAs scores its blocks (BlockMaxScores' bits), ranks them (RankTopKCta's selection, written
+// to index.topk) and runs split-k on that selection (SplitKAttend's out and lse). Max pooling and score_format native
+// only. A programmatic dependent of the kernel before it, waiting for it before reading anything. workspace:
+// PlanKvOuter's layout. Needs FusedDecodeFits (longest_visible_blocks: the batch's longest row) and sm_90 code:
+// cudaErrorInvalidValue and cudaErrorNotSupported otherwise, nothing enqueued.
+cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint16_t* q, const uint16_t* k,
+                            const uint16_t* v, const int64_t* position, const int64_t* key_begin,
+                            const AttendGeometry& g, int64_t longest_visible_blocks, float scale,
+                            const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                            cudaStream_t stream = nullptr);
+
 // Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
 // consecutive queries x one group, UnionTileCount(g) tiles, tile = run * Hkv + group) walks the ascending union of
 // its rows' selected blocks once, each row masked to its own blocks, online softmax in fp32 with P in the storage

@@ -245,6 +245,11 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=batched,topk=cta,lists=general,attend=routed");
   ExpectRuns(lowp, Decode(4, 2, 512), kH200Caps, "attend=split-k",
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
+  // A row of 64 blocks (8192 keys of 128): 4 blocks for each of top_k 16 CTAs.
+  ExpectRuns(lowp, Decode(1, 1, 8192), kH200Caps, "attend=fused-decode",
+             "index=wgmma,batch=batched,topk=cta,lists=-,attend=fused-decode");
+  ExpectRuns(lowp, Decode(4, 1, 4096), kH200Caps, "index=mma,attend=fused-decode",
+             "index=mma,batch=batched,topk=cta,lists=-,attend=fused-decode");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -313,6 +318,18 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   DeviceCaps eight_cta_clusters = kH200Caps;
   eight_cta_clusters.max_split_k_cluster = 8;  // M3's top_k 16 CTAs form one cluster
   ExpectRefused(lowp, Decode(4, 1, 4096), eight_cta_clusters, "attend=split-k", "clusters of at most 8");
+  // fused-decode: split-k's needs, then the stages whose bits its step gives and its shapes.
+  ExpectRefused(lowp, Decode(4, 1, 4096), eight_cta_clusters, "attend=fused-decode", "clusters of at most 8");
+  ExpectRefused(lowp, Decode(4, 1, 4096), kH200Caps, "topk=warp,attend=fused-decode",
+                "index mma or wgmma and topk cta (this plan: index=wgmma, topk=warp)");
+  ExpectRefused(lowp, Decode(1, 1, 8193), kH200Caps, "attend=fused-decode",
+                "at most 4 x top_k = 64 visible blocks (this batch: 65)");
+  Config fp16_scores = lowp;
+  fp16_scores.score_format = ScoreFormat::kFp16;
+  ExpectRefused(fp16_scores, Decode(4, 1, 4096), kH200Caps, "attend=fused-decode", "score_format native");
+  Config group32 = lowp;
+  group32.num_q_heads = 128;
+  ExpectRefused(group32, Decode(4, 1, 4096), kH200Caps, "attend=fused-decode", "at most 16 heads (this one: 32)");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=gathered", "attend=exact");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "attend=exact", "precision exact");
 }
@@ -340,7 +357,7 @@ TEST(KernelPlanParser, RefusesUnknownKeysAndValuesNamingThemAndTheChoices) {
           .find(
               "attend=\"kv_outer\" is not a choice (attend: auto, exact, gathered, "
               "q-outer, kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, kv-outer-ws, union-tile, union-tile-ws, routed, "
-              "split-k)"),
+              "split-k, fused-decode)"),
       std::string::npos);
   EXPECT_NE(message("index=wgmma2").find("\"wgmma2\""), std::string::npos);
   EXPECT_NE(message("topk=fast").find("threshold"), std::string::npos);  // the old name is gone
@@ -364,7 +381,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 11));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 12));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

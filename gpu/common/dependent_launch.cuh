@@ -36,6 +36,31 @@ __device__ inline void ClusterSync() {
 #endif
 }
 
+// The two halves of ClusterSync, for a CTA that works between them: ClusterArrive (relaxed: it orders no memory) says
+// that this CTA has started, so that the others may store into its shared memory once their ClusterWait returns.
+// Every thread of the CTA calls each, in turn. Before sm_90 nothing (each CTA is its own cluster).
+__device__ inline void ClusterArrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;" ::: "memory");
+#endif
+}
+__device__ inline void ClusterWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.aligned;" ::: "memory");
+#endif
+}
+// A 64-bit store into the shared memory of the cluster's CTA `rank`, at the address `local` has in this CTA (visible
+// to that CTA after the next ClusterSync). Before sm_90: into this CTA's (rank 0, the only one).
+__device__ inline void StoreToClusterCta(unsigned long long* local, unsigned rank, unsigned long long value) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  const unsigned address = unsigned(__cvta_generic_to_shared(local));
+  unsigned remote;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
+  asm volatile("st.shared::cluster.u64 [%0], %1;" ::"r"(remote), "l"(value) : "memory");
+#else
+  if (rank == 0) *local = value;
+#endif
+}
 // kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` consecutive CTAs along x (1: no cluster), as
 // a programmatic dependent of the stream's previous kernel where the kernel's binary is sm_90 code (so that its
 // WaitForPrimary is compiled in: a binary JIT-compiled from older PTX waits for nothing, and is launched as an ordinary

@@ -70,6 +70,15 @@ bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps) {
          kSplitKSmemBytes <= size_t(caps.max_shared_bytes) && caps.RunsSm90a() && g.top_k <= caps.max_split_k_cluster;
 }
 
+bool FusedDecodeShapeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks) {
+  return g.hq / g.hkv <= 16 && g.top_k <= kSplitKMaxSlots && di > 0 && di % 8 == 0 && di <= kBlockMaxDiPad &&
+         longest_visible_blocks <= int64_t(g.top_k) * kFusedDecodeMaxBlocksPerCta;
+}
+
+bool FusedDecodeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks, const DeviceCaps& caps) {
+  return SplitKAttendFits(g, caps) && FusedDecodeShapeFits(g, di, longest_visible_blocks);
+}
+
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {
   const int group = g.hq / g.hkv;
   return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kKvOuterDimPad && g.dv <= kKvOuterDimPad && g.bk <= kKvOuterKeyPad &&

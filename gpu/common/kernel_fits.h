@@ -83,6 +83,14 @@ inline constexpr int kSplitKMaxSlots = 16;
 // KvOuterAttendFits, top_k <= kSplitKMaxSlots and an sm_90a device (clusters) with room for kSplitKSmemBytes that
 // places a cluster of top_k such CTAs (caps.max_split_k_cluster).
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
+// FusedDecodeStep (gpu/attend/fused_decode.cu): each CTA of a (query, group)'s cluster scores at most this many blocks.
+inline constexpr int kFusedDecodeMaxBlocksPerCta = 4;
+// FusedDecodeStep's shapes: a group of at most 16 heads, top_k <= kSplitKMaxSlots, index dims a multiple of 8 up to
+// 128, and rows of at most top_k * kFusedDecodeMaxBlocksPerCta visible blocks (longest_visible_blocks: the batch's
+// longest row).
+bool FusedDecodeShapeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks);
+// SplitKAttendFits and FusedDecodeShapeFits.
+bool FusedDecodeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive
 // queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.

@@ -45,7 +45,8 @@ constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
                                                 {AttendKernel::kUnionTile, "union-tile"},
                                                 {AttendKernel::kUnionTileWs, "union-tile-ws"},
                                                 {AttendKernel::kRouted, "routed"},
-                                                {AttendKernel::kSplitK, "split-k"}};
+                                                {AttendKernel::kSplitK, "split-k"},
+                                                {AttendKernel::kFusedDecode, "fused-decode"}};
 
 template <typename E, size_t N>
 const char* NameOf(const Named<E> (&names)[N], E value) {
@@ -81,7 +82,9 @@ bool IsKvOuter(AttendKernel kernel) {
          kernel == AttendKernel::kRouted;
 }
 
-bool TakesKvOuterWorkspace(AttendKernel kernel) { return IsKvOuter(kernel) || kernel == AttendKernel::kSplitK; }
+bool TakesKvOuterWorkspace(AttendKernel kernel) {
+  return IsKvOuter(kernel) || kernel == AttendKernel::kSplitK || kernel == AttendKernel::kFusedDecode;
+}
 
 namespace {
 
@@ -293,10 +296,11 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   }
   const bool wgmma_tiles = requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kKvOuterWgmmaP16 ||
                            requested == AttendKernel::kKvOuterWs || requested == AttendKernel::kRouted;
-  if ((requested == AttendKernel::kKvOuter || wgmma_tiles || requested == AttendKernel::kSplitK) && !kv_outer_fits) {
+  const bool split_k = requested == AttendKernel::kSplitK || requested == AttendKernel::kFusedDecode;
+  if ((requested == AttendKernel::kKvOuter || wgmma_tiles || split_k) && !kv_outer_fits) {
     return Refuse("attend", value, kv_outer_rule);
   }
-  if (requested == AttendKernel::kSplitK && !SplitKAttendFits(g, caps)) {
+  if (split_k && !SplitKAttendFits(g, caps)) {
     return Refuse("attend", value,
                   "needs top_k <= " + std::to_string(kSplitKMaxSlots) +
                       " (a (query, group)'s slots form one thread block cluster; top_k " + std::to_string(g.top_k) +
@@ -363,6 +367,28 @@ Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel 
   return Status::Ok();
 }
 
+// attend=fused-decode past split-k's needs (PlanAttend): the index and top-k whose bits its step gives, and its shapes.
+Status CheckFusedDecode(const Config& config, const KernelShapes& shapes, const KernelPlan& p) {
+  const char* value = NameOf(kAttendNames, p.attend);
+  if ((p.index != IndexKernel::kMma && p.index != IndexKernel::kWgmma) || p.topk != TopKKernel::kCta) {
+    return Refuse("attend", value,
+                  "its step gives the bits of index mma or wgmma and topk cta (this plan: index=" +
+                      std::string(NameOf(kIndexNames, p.index)) + ", topk=" + NameOf(kTopKNames, p.topk) + ")");
+  }
+  if (config.score_format != ScoreFormat::kNative) return Refuse("attend", value, "needs score_format native");
+  const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  if (!FusedDecodeShapeFits(AttendGeometryOf(config, shapes.total_q), config.index_head_dim, longest_row_blocks)) {
+    return Refuse(
+        "attend", value,
+        "needs a group of at most 16 heads (this one: " + std::to_string(config.group_size()) +
+            "), index_head_dim a multiple of 8 up to 128 (this one: " + std::to_string(config.index_head_dim) +
+            ") and rows of at most " + std::to_string(kFusedDecodeMaxBlocksPerCta) +
+            " x top_k = " + std::to_string(int64_t(kFusedDecodeMaxBlocksPerCta) * config.top_k) +
+            " visible blocks (this batch: " + std::to_string(longest_row_blocks) + ")");
+  }
+  return Status::Ok();
+}
+
 struct Override {
   std::mutex mutex;
   std::optional<KernelPlan> plan;
@@ -415,6 +441,7 @@ Status PlanKernels(const Config& config, const KernelShapes& shapes, const Devic
   MSA_RETURN_IF_ERROR(PlanBatch(config, shapes, p.index, p.topk, requested.batch, &p.batch));
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));
+  if (p.attend == AttendKernel::kFusedDecode) MSA_RETURN_IF_ERROR(CheckFusedDecode(config, shapes, p));
   *plan = p;
   return Status::Ok();
 }

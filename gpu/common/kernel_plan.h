@@ -68,6 +68,10 @@ enum class AttendKernel {
   kUnionTileWs,      // "union-tile-ws": UnionTileWsAttend, the same warp-specialized, the same bits
   kRouted,  // "routed": RoutedAttend, each tile on path U or K (kv-outer-wgmma-p16's bits, general lists) by its union
   kSplitK,  // "split-k": SplitKAttend, a CTA per (query, group, slot), a cluster per (query, group) (kv-outer's bits)
+  // "fused-decode": a whole step (StepOnDevice) as one FusedDecodeStep launch, which scores, ranks and runs split-k in
+  // each (query, group)'s cluster with the bits of the plan's index (mma or wgmma), topk=cta and split-k; on a given
+  // selection (AttendOnDevice) split-k itself.
+  kFusedDecode,
 };
 
 // Whether the main branch builds KV-outer lists (kv-outer, kv-outer-wgmma, kv-outer-wgmma-p16, kv-outer-ws, and path K

@@ -239,6 +239,7 @@ AttendFn AttendKernelFor(AttendKernel kernel) {
     case AttendKernel::kRouted:
       return AttendRouted;
     case AttendKernel::kSplitK:
+    case AttendKernel::kFusedDecode:  // on a given selection: split-k, the main branch of its step
       return AttendSplitK;
     case AttendKernel::kAuto:
       break;
@@ -429,6 +430,34 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
 
 bool AttendRunsOnStream(const KernelPlan& plan) {
   return plan.attend != AttendKernel::kExact && plan.attend != AttendKernel::kAuto;
+}
+
+Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan, const DeviceIndexInputs& index,
+                    const DeviceSelection& selection, SelectWorkspace* select_workspace,
+                    const DeviceAttendInputs& attend_inputs, const DeviceAttendOutputs& outputs,
+                    AttendWorkspace* attend_workspace, cudaStream_t stream) {
+  if (plan.attend != AttendKernel::kFusedDecode || selection.index_lse != nullptr) {
+    MSA_RETURN_IF_ERROR(SelectOnDevice(config, batch, plan, index, selection, select_workspace, stream));
+    return AttendOnDevice(config, plan, attend_inputs, outputs, attend_workspace, stream);
+  }
+  if (attend_inputs.topk != selection.topk) {
+    return InvalidArgument("gpu pipeline: the step's main branch must read the selection it writes");
+  }
+  const AttendWorkspace& ws = *attend_workspace;
+  const FusedDecodeIndex fused{index.index_q,
+                               index.index_k,
+                               int(config.index_head_dim),
+                               float(config.IndexScale()),
+                               int(config.init_blocks),
+                               int(config.local_blocks),
+                               selection.topk,
+                               selection.flags};
+  const int64_t longest_row_blocks = ShapesOf(config, batch).last_position / config.block_size + 1;
+  MSA_CUDA_RETURN_IF_ERROR(FusedDecodeStep(LowpCode(config.precision), fused, attend_inputs.q, attend_inputs.k,
+                                           attend_inputs.v, attend_inputs.position, attend_inputs.key_begin,
+                                           ws.geometry, longest_row_blocks, float(config.SoftmaxScale()), ws.kv_outer,
+                                           ws.bytes.get(), outputs.out, outputs.lse, stream));
+  return Status::Ok();
 }
 
 }  // namespace msa::gpu

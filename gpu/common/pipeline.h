@@ -128,6 +128,17 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
 // Whether AttendOnDevice under `plan` enqueues on `stream` only (every low-precision main branch).
 bool AttendRunsOnStream(const KernelPlan& plan);
 
+// ---- the whole step ----
+
+// The index branch, then the main branch on its selection (attend_inputs.topk == selection.topk): SelectOnDevice and
+// AttendOnDevice, except under attend=fused-decode without the index_lse output, where one FusedDecodeStep launch per
+// chunk does both with the same bits (the index and topk stages it replaces, then split-k). The workspaces and
+// preconditions are those of the two calls; on `stream` where both run on it.
+Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan, const DeviceIndexInputs& index,
+                    const DeviceSelection& selection, SelectWorkspace* select_workspace,
+                    const DeviceAttendInputs& attend_inputs, const DeviceAttendOutputs& outputs,
+                    AttendWorkspace* attend_workspace, cudaStream_t stream);
+
 }  // namespace msa::gpu
 
 #endif  // MSA_GPU_COMMON_PIPELINE_H_
