@@ -13,7 +13,6 @@
 //           (MergeClusterRow), as SplitKAttendKernel does: the same partials in the same order, so split-k's bits.
 // Non-finite scaled scores record the (query, group) in bad_row as BlockMaxScores does (the first bad row by
 // atomicMin). Groups of at most 16 heads (one m16 row tile), index dims multiples of 8 up to 128.
-#include <algorithm>
 #include <cmath>
 
 #include "gpu/attend/split_k_tile.cuh"
@@ -29,14 +28,15 @@ using kv_outer::kSmemBytes;
 using kv_outer::kStride;
 using mma::kFullMask;
 using split_k::CarveOneQueryShared;
+using split_k::ForEachSplitKChunk;
 using split_k::kMaxSlots;
-using split_k::kOneQuerySmemBytes;
 using split_k::kOneQueryWarps;
 using split_k::kRows;
 using split_k::LoadBlockRows;
 using split_k::LoadGroupQueries;
 using split_k::MergeClusterRow;
 using split_k::OneQueryTile;
+using split_k::SetSplitKAttributes;
 
 constexpr int kMaxBlocks = kMaxSlots * kFusedDecodeMaxBlocksPerCta;  // visible blocks of a row
 constexpr int kIndexDimSteps = kv_outer::kDimPad / 16;               // BlockMaxScores' 16-dim steps (kDiPad = 128)
@@ -193,22 +193,13 @@ cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint1
   if (g.total_q <= 0) return cudaSuccess;
   if (!FusedDecodeShapeFits(g, index.di, longest_visible_blocks)) return cudaErrorInvalidValue;
   const auto kernel = lowp == kLowpBF16 ? FusedDecodeKernel<kLowpBF16> : FusedDecodeKernel<kLowpF16>;
-  const size_t smem = kSmemBytes + kOneQuerySmemBytes;
-  cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
+  const cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
-  err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-  if (err != cudaSuccess) return err;
-  unsigned char* base = static_cast<unsigned char*>(workspace);
-  float* part_o = reinterpret_cast<float*>(base + plan.part_o);
-  float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
-  for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
-    const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
-    const dim3 grid{unsigned(nq * g.hkv * g.top_k)};
-    err = LaunchDependentCluster(kernel, grid, dim3{unsigned(kOneQueryWarps) * 32}, smem, unsigned(g.top_k), stream,
-                                 index, q, k, v, position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaGetLastError();
+  return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float* part_o, float2* part_ml) {
+    return LaunchDependentCluster(kernel, grid, dim3{unsigned(kOneQueryWarps) * 32}, kSplitKSmemBytes,
+                                  unsigned(g.top_k), stream, index, q, k, v, position, key_begin, g, scale, t0, part_o,
+                                  part_ml, out, lse);
+  });
 }
 
 }  // namespace msa::gpu

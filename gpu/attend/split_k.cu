@@ -12,8 +12,6 @@
 // order), the row maxima combined through shared memory (fmaxf is exact), P in shared memory so that one warp sums l
 // in AttendTile's order, and O = P V by dim eighths (each output keeps its 16-key order). Larger groups take
 // AttendTile, in a CTA of four warps.
-#include <algorithm>
-
 #include "gpu/attend/split_k_tile.cuh"
 #include "gpu/common/dependent_launch.cuh"
 #include "gpu/kernels.h"
@@ -24,13 +22,14 @@ namespace {
 using kv_outer::kSmemBytes;
 using mma::kFullMask;
 using split_k::CarveOneQueryShared;
+using split_k::ForEachSplitKChunk;
 using split_k::kMaxSlots;
-using split_k::kOneQuerySmemBytes;
 using split_k::kOneQueryWarps;
 using split_k::kRows;
 using split_k::LoadGroupQueries;
 using split_k::MergeClusterRow;
 using split_k::OneQueryTile;
+using split_k::SetSplitKAttributes;
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot; the top_k CTAs of a (query, group) form one thread block
 // cluster (block rank = slot). Each computes its slot's partials (part_o, part_ml, as KvOuterAttend's tiles do), the
@@ -87,15 +86,6 @@ __global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
   }
 }
 
-// SplitKAttendKernel's launch attributes: its dynamic shared memory, and clusters past the portable 8 CTAs.
-template <class Kernel>
-cudaError_t SetSplitKAttributes(Kernel* kernel) {
-  const cudaError_t err =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSmemBytes + kOneQuerySmemBytes));
-  if (err != cudaSuccess) return err;
-  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-}
-
 }  // namespace
 
 int SplitKLargestCluster() {
@@ -104,7 +94,7 @@ int SplitKLargestCluster() {
   cudaLaunchConfig_t config{};
   config.gridDim = dim3{unsigned(kMaxSlots)};
   config.blockDim = dim3{kOneQueryWarps * 32};
-  config.dynamicSmemBytes = kSmemBytes + kOneQuerySmemBytes;
+  config.dynamicSmemBytes = kSplitKSmemBytes;
   int size = 0;
   if (cudaFuncGetAttributes(&binary, kernel) != cudaSuccess || binary.binaryVersion < 90 ||
       SetSplitKAttributes(kernel) != cudaSuccess ||
@@ -126,21 +116,12 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                                                      : SplitKAttendKernel<kLowpF16, kOneQueryWarps>)
                                 : (lowp == kLowpBF16 ? SplitKAttendKernel<kLowpBF16, kv_outer::kWarps>
                                                      : SplitKAttendKernel<kLowpF16, kv_outer::kWarps>);
-  static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
-  const size_t smem = kSmemBytes + kOneQuerySmemBytes;
-  cudaError_t err = SetSplitKAttributes(kernel);
+  const cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
-  unsigned char* base = static_cast<unsigned char*>(workspace);
-  float* part_o = reinterpret_cast<float*>(base + plan.part_o);
-  float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
-  for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
-    const int64_t nq = std::min(plan.chunk_q, g.total_q - t0);
-    const dim3 grid{unsigned(nq * g.hkv * g.top_k)};
-    err = LaunchDependentCluster(kernel, grid, dim3{unsigned(warps) * 32}, smem, unsigned(g.top_k), stream, q, k, v,
-                                 topk, position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaGetLastError();
+  return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float* part_o, float2* part_ml) {
+    return LaunchDependentCluster(kernel, grid, dim3{unsigned(warps) * 32}, kSplitKSmemBytes, unsigned(g.top_k), stream,
+                                  q, k, v, topk, position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
+  });
 }
 
 }  // namespace msa::gpu

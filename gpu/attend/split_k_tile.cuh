@@ -256,6 +256,33 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
   kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
 }
 
+static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");
+
+// A split-k kernel's launch attributes: its dynamic shared memory (kSplitKSmemBytes), and clusters past the portable 8
+// CTAs.
+template <class Kernel>
+cudaError_t SetSplitKAttributes(Kernel* kernel) {
+  const cudaError_t err =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(kSplitKSmemBytes));
+  if (err != cudaSuccess) return err;
+  return cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+}
+
+// launch(t0, grid, part_o, part_ml) for each chunk of plan.chunk_q queries from t0 (grid: a CTA per (query, group,
+// slot)), with the partial results of PlanKvOuter's layout in `workspace`; the first error, else the launches' error.
+template <typename Launch>
+cudaError_t ForEachSplitKChunk(const AttendGeometry& g, const KvOuterPlan& plan, void* workspace, Launch&& launch) {
+  unsigned char* base = static_cast<unsigned char*>(workspace);
+  float* part_o = reinterpret_cast<float*>(base + plan.part_o);
+  float2* part_ml = reinterpret_cast<float2*>(base + plan.part_ml);
+  for (int64_t t0 = 0; t0 < g.total_q; t0 += plan.chunk_q) {
+    const int64_t nq = plan.chunk_q < g.total_q - t0 ? plan.chunk_q : g.total_q - t0;
+    const cudaError_t err = launch(t0, dim3{unsigned(nq * g.hkv * g.top_k)}, part_o, part_ml);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaGetLastError();
+}
+
 }  // namespace msa::gpu::split_k
 
 #endif  // MSA_GPU_ATTEND_SPLIT_K_TILE_CUH_
