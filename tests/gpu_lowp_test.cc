@@ -164,6 +164,7 @@ constexpr AttendChoice kAttendChoices[] = {
     {"kv-outer-wgmma-p16", "", true},
     {"kv-outer-ws", "", true},
     {"split-k", "", true},
+    {"fused-decode", "", true},
     {"union-tile", "", true},
     {"union-tile-ws", "", true},
     {"routed", "", false},

@@ -62,9 +62,12 @@ std::string BitClass(gpu::KernelPlan plan) {
   if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta) plan.topk = TopKKernel::kWarp;
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
-  if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK) {
+  // fused-decode's main branch on a given selection is split-k; split-k builds no lists, its tiles and merge are
+  // kv-outer's.
+  if (plan.attend == AttendKernel::kKvOuterWgmma || plan.attend == AttendKernel::kSplitK ||
+      plan.attend == AttendKernel::kFusedDecode) {
     plan.attend = AttendKernel::kKvOuter;
-    plan.lists = KvLists::kGeneral;  // split-k builds none; its tiles and merge are kv-outer's
+    plan.lists = KvLists::kGeneral;
   }
   if (plan.attend == AttendKernel::kUnionTileWs) plan.attend = AttendKernel::kUnionTile;
   if (plan.attend == AttendKernel::kKvOuterWs) plan.attend = AttendKernel::kKvOuterWgmmaP16;

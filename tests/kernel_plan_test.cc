@@ -183,7 +183,12 @@ TEST(KernelPlan, KvOuterPrefillsGoThroughRoutedWherePathUFits) {
 TEST(KernelPlan, DecodeStepsOfAFewSequencesTakeSplitKOnSm90a) {
   // M3: Hkv 4 x top_k 16 = 64 split-k CTAs a sequence; one per SM on an H200: at most 132.
   EXPECT_EQ(FormatKernelPlan(Auto(Lowp(), Decode(1, 1, 4096))),
-            "index=wgmma,batch=batched,topk=cta,lists=-,attend=split-k");
+            "index=wgmma,batch=batched,topk=cta,lists=-,attend=fused-decode");  // one query, 2 blocks a CTA
+  EXPECT_EQ(Auto(Lowp(), Decode(1, 1, 4097)).attend, AttendKernel::kSplitK);    // 33 blocks: 3 for one CTA
+  EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 4096)).attend, AttendKernel::kSplitK);    // two queries
+  Config fp16_scores = Lowp();
+  fp16_scores.score_format = ScoreFormat::kFp16;  // fused-decode ranks native scores only
+  EXPECT_EQ(Auto(fp16_scores, Decode(1, 1, 4096)).attend, AttendKernel::kSplitK);
   EXPECT_EQ(Auto(Lowp(), Decode(2, 1, 1 << 20)).attend, AttendKernel::kSplitK);           // 128 CTAs
   EXPECT_EQ(Auto(Lowp(), Decode(3, 1, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);     // 192
   EXPECT_EQ(Auto(Lowp(), Decode(1, 2, 4096)).attend, AttendKernel::kKvOuterWgmmaP16);     // two queries a sequence

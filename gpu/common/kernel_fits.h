@@ -85,6 +85,9 @@ inline constexpr int kSplitKMaxSlots = 16;
 bool SplitKAttendFits(const AttendGeometry& g, const DeviceCaps& caps);
 // FusedDecodeStep (gpu/attend/fused_decode.cu): each CTA of a (query, group)'s cluster scores at most this many blocks.
 inline constexpr int kFusedDecodeMaxBlocksPerCta = 4;
+// The planner's fused-decode rule: a step of one query whose rows have at most this many blocks per CTA (faster than
+// split-k's step at 1 x 4K, as fast at 8K with 4 blocks a CTA; bench/results/fused_decode_2026-12-06.md).
+inline constexpr int kFusedDecodeAutoBlocksPerCta = 2;
 // FusedDecodeStep's shapes: a group of at most 16 heads, top_k <= kSplitKMaxSlots, index dims a multiple of 8 up to
 // 128, and rows of at most top_k * kFusedDecodeMaxBlocksPerCta visible blocks (longest_visible_blocks: the batch's
 // longest row).

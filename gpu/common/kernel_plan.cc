@@ -389,6 +389,16 @@ Status CheckFusedDecode(const Config& config, const KernelShapes& shapes, const 
   return Status::Ok();
 }
 
+// Auto's fused-decode: where split-k was chosen for a step of one query whose rows have at most
+// kFusedDecodeAutoBlocksPerCta blocks per CTA, and the plan's stages are those whose bits its step gives.
+bool FusedDecodePays(const Config& config, const KernelShapes& shapes, const KernelPlan& p) {
+  const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  return p.attend == AttendKernel::kSplitK && shapes.total_q == 1 &&
+         longest_row_blocks <= int64_t(config.top_k) * kFusedDecodeAutoBlocksPerCta &&
+         CheckFusedDecode(config, shapes, KernelPlan{p.index, p.batch, p.topk, p.lists, AttendKernel::kFusedDecode})
+             .ok();
+}
+
 struct Override {
   std::mutex mutex;
   std::optional<KernelPlan> plan;
@@ -442,6 +452,8 @@ Status PlanKernels(const Config& config, const KernelShapes& shapes, const Devic
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));
   if (p.attend == AttendKernel::kFusedDecode) MSA_RETURN_IF_ERROR(CheckFusedDecode(config, shapes, p));
+  if (requested.attend == AttendKernel::kAuto && FusedDecodePays(config, shapes, p))
+    p.attend = AttendKernel::kFusedDecode;
   *plan = p;
   return Status::Ok();
 }
