@@ -9,11 +9,8 @@
 //   rank    after a cluster barrier every CTA holds every visible block's key and ranks the candidates itself: a
 //           candidate's slot is the number of candidates above it (keys are unique), then the forced tail
 //           (WriteForcedTail). That is RankTopKCta's row entry for entry; CTA 0 writes it to topk.
-//   attend  CTA c computes the partial of slot c's block (OneQueryTile) into its own shared memory, and after a
-//           cluster barrier the cluster merges the group's rows (MergeClusterRow), each row's partials read from the
-//           slots' CTAs (distributed shared memory) instead of global memory: the same partials folded in the same
-//           order as SplitKAttendKernel's, so split-k's bits. A last cluster barrier keeps every CTA's shared memory
-//           until the merge has read it.
+//   attend  CTA c computes the partial of slot c's block (OneQueryTile) and the cluster merges the group's rows
+//           (MergeClusterRow), as SplitKAttendKernel does: the same partials in the same order, so split-k's bits.
 // Non-finite scaled scores record the (query, group) in bad_row as BlockMaxScores does (the first bad row by
 // atomicMin). Groups of at most 16 heads (one m16 row tile), index dims multiples of 8 up to 128.
 #include <cmath>
@@ -31,8 +28,6 @@ using kv_outer::kSmemBytes;
 using kv_outer::kStride;
 using mma::kFullMask;
 using split_k::CarveOneQueryShared;
-using split_k::ClusterPartials;
-using split_k::ClusterRowPartials;
 using split_k::ForEachSplitKChunk;
 using split_k::kMaxSlots;
 using split_k::kOneQueryWarps;
@@ -63,14 +58,13 @@ template <int kLowp>
 __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
     FusedDecodeKernel(FusedDecodeIndex ix, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                       const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
-                      double* out, double* lse) {
+                      float* part_o, float2* part_ml, double* out, double* lse) {
   extern __shared__ __align__(16) unsigned char fused_smem[];
   __shared__ unsigned long long keys[kMaxBlocks];  // per visible block: its RankKey, stored by the CTA that scored it
   __shared__ int32_t selection[kMaxSlots];         // the (query, group)'s row, RankTopKCta's
   __shared__ int32_t order[kMaxSlots];             // its valid slots in ascending block order
   __shared__ uint32_t valid_mask;
   __shared__ float warp_max[kOneQueryWarps];
-  __shared__ float2 partial_ml[kRows];  // this CTA's partial's (m_b, l_b) per head of the group
   ClusterArrive();
   WaitForPrimary();  // the step's inputs may come from the kernel before it
   const kv_outer::TileShared s = kv_outer::CarveTileShared(fused_smem);
@@ -178,19 +172,16 @@ __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
   }
   __syncthreads();
   const int32_t id = selection[slot];
-  // The partial in shared memory, in the K buffer (S is done with it before OneQueryTile writes there).
-  const ClusterPartials partials{reinterpret_cast<float*>(s.ks), partial_ml};
   if (id >= 0) {
     OneQueryTile<kLowp>(k, v, g, scale, int32_t(t_local * g.top_k + slot), pos, kb, r, int64_t(id) * g.bk, s,
-                        CarveOneQueryShared(fused_smem + kSmemBytes), partials);
+                        CarveOneQueryShared(fused_smem + kSmemBytes), part_o, part_ml);
   }
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
-  ClusterSync();            // every slot's partial written and visible to the cluster
+  ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kOneQueryWarps) {
-    MergeClusterRow(g, t, r * group + row, order, valid_mask,
-                    ClusterRowPartials{partials.RowO(row), partials.RowMl(row)}, out, lse);
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
+                    lse);
   }
-  ClusterSync();  // every CTA's partial read: none exits before
 }
 
 }  // namespace
@@ -204,10 +195,10 @@ cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint1
   const auto kernel = lowp == kLowpBF16 ? FusedDecodeKernel<kLowpBF16> : FusedDecodeKernel<kLowpF16>;
   const cudaError_t err = SetSplitKAttributes(kernel);
   if (err != cudaSuccess) return err;
-  return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float*, float2*) {
+  return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float* part_o, float2* part_ml) {
     return LaunchDependentCluster(kernel, grid, dim3{unsigned(kOneQueryWarps) * 32}, kSplitKSmemBytes,
-                                  unsigned(g.top_k), stream, index, q, k, v, position, key_begin, g, scale, t0, out,
-                                  lse);
+                                  unsigned(g.top_k), stream, index, q, k, v, position, key_begin, g, scale, t0, part_o,
+                                  part_ml, out, lse);
   });
 }
 

@@ -23,8 +23,6 @@ using kv_outer::kSmemBytes;
 using mma::kFullMask;
 using split_k::CarveOneQueryShared;
 using split_k::ForEachSplitKChunk;
-using split_k::GlobalPartials;
-using split_k::GlobalRowPartials;
 using split_k::kMaxSlots;
 using split_k::kOneQueryWarps;
 using split_k::kRows;
@@ -74,7 +72,7 @@ __global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
   if (id >= 0) {  // a -1 slot has no partial: the merge reads valid slots only
     if constexpr (kOneQuery) {
       OneQueryTile<kLowp>(k, v, g, scale, entry, pos, kb, r, int64_t(id) * g.bk, s,
-                          CarveOneQueryShared(split_k_smem + kSmemBytes), GlobalPartials(part_o, part_ml, g, entry, r));
+                          CarveOneQueryShared(split_k_smem + kSmemBytes), part_o, part_ml);
     } else {
       kv_outer::AttendTile<kLowp>(q, k, v, key_begin, g, scale, kv_outer::ChunkQueries{nullptr, t0}, r,
                                   int64_t(id) * g.bk, s, part_o, part_ml);
@@ -83,8 +81,8 @@ __global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kCtaWarps) {
-    const GlobalRowPartials partials{part_o, part_ml, (t_local * g.hq + r * group + row) * g.top_k, g.dv};
-    MergeClusterRow(g, t, r * group + row, order, valid_mask, partials, out, lse);
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
+                    lse);
   }
 }
 

@@ -5,7 +5,6 @@
 #define MSA_GPU_ATTEND_SPLIT_K_TILE_CUH_
 
 #include "gpu/attend/kv_outer_tile.cuh"
-#include "gpu/common/dependent_launch.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
 
@@ -80,41 +79,14 @@ __device__ inline void LoadBlockRows(const uint16_t* src, int64_t kb, int64_t ke
   mma::CopyAsyncCommit();
 }
 
-// Where OneQueryTile writes the partial (O_b [Dv] in fp32, (m_b, l_b)) of the group's head `row` and MergeClusterRow
-// reads a row's partials.
-// GlobalPartials: PlanKvOuter's layout in global memory, the slot of tile entry `entry` of query t_local, kv group r.
-struct GlobalPartials {
-  float* part_o;
-  float2* part_ml;
-  int64_t first;  // the partial of the group's head 0: ((t_local * Hq + r * group) * top_k + slot)
-  int top_k, dv;
-  __device__ GlobalPartials(float* o, float2* ml, const AttendGeometry& g, int32_t entry, int r)
-      : part_o(o),
-        part_ml(ml),
-        first(((entry / g.top_k) * int64_t(g.hq) + r * (g.hq / g.hkv)) * g.top_k + entry % g.top_k),
-        top_k(g.top_k),
-        dv(g.dv) {}
-  __device__ float* RowO(int row) const { return part_o + (first + int64_t(row) * top_k) * dv; }
-  __device__ float2* RowMl(int row) const { return part_ml + first + int64_t(row) * top_k; }
-};
-// ClusterPartials: this CTA's shared memory, rows kClusterPartialStride floats apart (the rows' float2 stores by 8
-// rows x 4 threads hit distinct banks), read by the cluster's other CTAs.
-constexpr int kClusterPartialStride = kDimPad + 4;
-struct ClusterPartials {
-  float* o;    // [kRows][kClusterPartialStride]
-  float2* ml;  // [kRows]
-  __device__ float* RowO(int row) const { return o + row * kClusterPartialStride; }
-  __device__ float2* RowMl(int row) const { return ml + row; }
-};
-
 // AttendTile's partial for a tile of one query whose group has at most 16 heads (tile entry `entry`, the query at key
-// position pos, its keys from kb), on all kOneQueryWarps warps, written to `partials` (GlobalPartials or
-// ClusterPartials; a ClusterPartials may lie in s.ks, read only before P is complete); the same preconditions and
-// the same bits, and Q already issued (LoadGroupQueries).
-template <int kLowp, class Partials>
+// position pos, its keys from kb), on all kOneQueryWarps warps; the same preconditions and the same bits,
+// and Q already issued (LoadGroupQueries).
+template <int kLowp>
 __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const AttendGeometry& g, float scale,
                                     int32_t entry, int64_t pos, int64_t kb, int r, int64_t key0,
-                                    const kv_outer::TileShared& s, const OneQueryShared& x, const Partials& partials) {
+                                    const kv_outer::TileShared& s, const OneQueryShared& x, float* part_o,
+                                    float2* part_ml) {
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, gid = lane / 4, tig = lane % 4;
   const int group = g.hq / g.hkv;
   const int k_key = (lane / 16) * 8 + lane % 8, k_dim = ((lane / 8) % 2) * 8;
@@ -240,57 +212,37 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     if (row_h[h] >= group) continue;  // padding row
-    float* dst = partials.RowO(row_h[h]);
+    const int64_t part = ((entry / g.top_k) * int64_t(g.hq) + r * group + row_h[h]) * g.top_k + entry % g.top_k;
+    float* dst = part_o + part * g.dv;
 #pragma unroll
     for (int j = 0; j < 2 * kDimTilesPerWarp; ++j) {
       const int i = warp * 2 * kDimTilesPerWarp + j;  // 8-dim tile
       if (i * 8 < g.dv) *reinterpret_cast<float2*>(dst + i * 8 + tig * 2) = make_float2(o[j][2 * h], o[j][2 * h + 1]);
     }
-    if (warp == 0 && tig == 0) *partials.RowMl(row_h[h]) = make_float2(m_row[h], l_row[h]);
+    if (warp == 0 && tig == 0) part_ml[part] = make_float2(m_row[h], l_row[h]);
   }
 }
 
-// A row's partials as MergeClusterRow reads them: slot j's (m_b, l_b), and its O_b dims [4 lane, 4 lane + 4).
-// From global memory (GlobalPartials' layout; ld.global.cg: never a stale L1 line), the row's partials at
-// base = (chunk row) * top_k.
-struct GlobalRowPartials {
-  const float* part_o;
-  const float2* part_ml;
-  int64_t base;
-  int dv;
-  __device__ float2 Ml(int slot) const { return __ldcg(part_ml + base + slot); }
-  __device__ float4 O(int slot, int lane) const {
-    return __ldcg(reinterpret_cast<const float4*>(part_o + (base + slot) * dv + lane * 4));
-  }
-};
-// From the cluster's CTAs (slot j's partial in CTA j, ClusterPartials at the same addresses as in this CTA), the row
-// at `o` and `ml` of this CTA's ClusterPartials.
-struct ClusterRowPartials {
-  const float* o;
-  const float2* ml;
-  __device__ float2 Ml(int slot) const { return LoadFromClusterCta(ml, unsigned(slot)); }
-  __device__ float4 O(int slot, int lane) const {
-    return LoadFromClusterCta(reinterpret_cast<const float4*>(o) + lane, unsigned(slot));
-  }
-};
-
-// The merge of the (query t, head) row by one warp, with MergeRow's steps (SlotWeight, FoldPartial, WriteMergedRow),
-// so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum is their warp maximum, and
-// the partials (GlobalRowPartials or ClusterRowPartials) fold in ascending block order (`order`: the valid slots in
-// that order; bit j of `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round
-// trip. top_k <= kMaxSlots.
+// The merge of the (query t, head) row, chunk row `row`, by one warp, with MergeRow's steps (SlotWeight,
+// FoldPartial, WriteMergedRow), so its bits: lane j holds slot j's (m_b, l_b) (-inf, 0 for a -1 slot), the row maximum
+// is their warp maximum, and the partials fold in ascending block order (`order`: the valid slots in that order; bit j
+// of `valid_mask`: slot j is valid). Every partial load is issued before the first fold: one round trip to L2
+// (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
 constexpr int kMaxSlots = kSplitKMaxSlots;
-template <class RowPartials>
-__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, const int32_t* order,
-                                       uint32_t valid_mask, const RowPartials& partials, double* out, double* lse) {
+__device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
+                                       uint32_t valid_mask, const float* part_o, const float2* part_ml, double* out,
+                                       double* lse) {
   const int lane = threadIdx.x % 32, valid_slots = __popc(valid_mask);
+  const int64_t base = row * g.top_k;
   const bool lane_valid = (valid_mask >> lane) & 1u;
-  const float2 ml_of_lane = lane_valid ? partials.Ml(lane) : make_float2(-INFINITY, 0.0f);
+  const float2 ml_of_lane = lane_valid ? __ldcg(part_ml + base + lane) : make_float2(-INFINITY, 0.0f);
   const bool owns_dims = lane * 4 < g.dv;
   float4 o[kMaxSlots];
 #pragma unroll
   for (int k = 0; k < kMaxSlots; ++k) {
-    if (owns_dims && k < valid_slots) o[k] = partials.O(order[k], lane);
+    if (owns_dims && k < valid_slots) {
+      o[k] = __ldcg(reinterpret_cast<const float4*>(part_o + (base + order[k]) * g.dv + lane * 4));
+    }
   }
   float m = ml_of_lane.x;
   for (int offset = 16; offset > 0; offset /= 2) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, offset));

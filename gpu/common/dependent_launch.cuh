@@ -61,35 +61,6 @@ __device__ inline void StoreToClusterCta(unsigned long long* local, unsigned ran
   if (rank == 0) *local = value;
 #endif
 }
-// A load from the shared memory of the cluster's CTA `rank`, at the address `local` has in this CTA (written there
-// before a ClusterSync this CTA has passed). Before sm_90: from this CTA's.
-__device__ inline float2 LoadFromClusterCta(const float2* local, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned address = unsigned(__cvta_generic_to_shared(local));
-  unsigned remote;
-  float2 value;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  asm volatile("ld.shared::cluster.v2.f32 {%0, %1}, [%2];" : "=f"(value.x), "=f"(value.y) : "r"(remote) : "memory");
-  return value;
-#else
-  return *local;
-#endif
-}
-__device__ inline float4 LoadFromClusterCta(const float4* local, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  const unsigned address = unsigned(__cvta_generic_to_shared(local));
-  unsigned remote;
-  float4 value;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(remote) : "r"(address), "r"(rank));
-  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
-               : "=f"(value.x), "=f"(value.y), "=f"(value.z), "=f"(value.w)
-               : "r"(remote)
-               : "memory");
-  return value;
-#else
-  return *local;
-#endif
-}
 // kernel<<<grid, block, smem, stream>>>(args...) in clusters of `cluster` consecutive CTAs along x (1: no cluster), as
 // a programmatic dependent of the stream's previous kernel where the kernel's binary is sm_90 code (so that its
 // WaitForPrimary is compiled in: a binary JIT-compiled from older PTX waits for nothing, and is launched as an ordinary

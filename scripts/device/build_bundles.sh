@@ -18,8 +18,8 @@
 # and index_pairs_2026-12-06's (not landed: key_pairs.patch and the patches on it, variants pairs, slack, five, fence).
 # index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before): its call 3 now reads
 # span = HEAD and span's base = HEAD without them (without_spans.patch, variant before). topk_held_2026-12-06's
-# variant held (held_keys.patch) was dropped: not landed. fused_decode_2026-12-06's fglobal (global_merge.patch) is
-# fused-decode merging its partials from global memory, as its call 1 ran it, against HEAD's distributed shared memory.
+# variant held (held_keys.patch) was dropped: not landed. fused_decode_2026-12-06's fglobal (global_merge.patch, the
+# merge from global memory against one over distributed shared memory) landed: the patch applies to 58d011f.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -30,14 +30,12 @@ built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test"
 W=bench/results/index_span_2026-12-06/without_spans.patch
-G=bench/results/fused_decode_2026-12-06/global_merge.patch
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
-fglobal | $G | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -52,7 +50,6 @@ head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 span/bin/gpu_bench            | main/gpu_bench
 span/bin/gpu_bench_base       | before/gpu_bench
-fglobal/bin/gpu_bench         | fglobal/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -60,7 +57,6 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 span.tar.xz   | span
-fglobal.tar.xz | fglobal
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
