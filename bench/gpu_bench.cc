@@ -3,10 +3,11 @@
 // = Di 128, Bk 128, top_k 16, max pooling, bf16), with no host packing or transfers, under the kernel plan PlanKernels
 // makes of the request (plan keys on the command line, or MSA_GPU_PLAN). Each stage (index kernel, top-k, main branch)
 // is timed with CUDA events after a warm-up, the median of the repetitions; a KV-outer main branch is also captured in
-// a CUDA graph and its replays timed (one at a time, and kBackToBack in a row), and in decode the whole step (index,
-// top-k, main branch) too. Outputs are poisoned before every repetition and checked after the last one (every selection
-// row valid, no NaN left in out / lse, the last graph replay's out and lse the bits of the last run on the stream, by
-// a positional digest; exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold
+// a CUDA graph and its replays timed (one at a time, and kBackToBack in a row), and in decode the whole step too
+// (StepOnDevice: index, top-k, main branch, or attend=fused-decode's one launch). Outputs are poisoned before every
+// repetition and checked after the last one (every selection row valid, no NaN left in out / lse, the last main-graph
+// and step-graph replays' outputs the bits of the last run on the stream, by a positional digest, and the step graph's
+// selection that run's; exit status 1 otherwise). The cross-kernel comparisons (wgmma vs mma, threshold
 // vs warp, batched vs per-sequence, direct vs general lists, fp8 within its bound) are the plan-parameterised GPU
 // test's (tests/gpu_plans_test.cc). Prints one JSON object, "plan" the plan that ran.
 //
