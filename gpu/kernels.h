@@ -261,8 +261,8 @@ struct FusedDecodeIndex {
 // group)'s cluster of top_k CTAs scores its blocks (BlockMaxScores' bits), ranks them (RankTopKCta's selection, written
 // to index.topk) and runs split-k on that selection (SplitKAttend's out and lse). Max pooling and score_format native
 // only. A programmatic dependent of the kernel before it, waiting for it before reading anything. workspace:
-// PlanKvOuter's layout. Needs FusedDecodeFits (longest_visible_blocks: the batch's longest row) and sm_90 code:
-// cudaErrorInvalidValue and cudaErrorNotSupported otherwise, nothing enqueued.
+// PlanKvOuter's layout. Needs SplitKAttendFits and FusedDecodeShapeFits (longest_visible_blocks: the batch's longest
+// row) and sm_90 code: cudaErrorInvalidValue and cudaErrorNotSupported otherwise, nothing enqueued.
 cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const int64_t* position, const int64_t* key_begin,
                             const AttendGeometry& g, int64_t longest_visible_blocks, float scale,

@@ -53,7 +53,7 @@ __device__ inline void LoadIndexBlock(const FusedDecodeIndex& ix, const AttendGe
 }
 
 // CTA i = (t - t0) * Hkv * top_k + group * top_k + slot, in clusters of top_k (block rank = slot), as
-// SplitKAttendKernel. Needs FusedDecodeFits (kernel_fits.h).
+// SplitKAttendKernel. Needs SplitKAttendFits and FusedDecodeShapeFits (kernel_fits.h).
 template <int kLowp>
 __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
     FusedDecodeKernel(FusedDecodeIndex ix, const uint16_t* q, const uint16_t* k, const uint16_t* v,

@@ -75,10 +75,6 @@ bool FusedDecodeShapeFits(const AttendGeometry& g, int di, int64_t longest_visib
          longest_visible_blocks <= int64_t(g.top_k) * kFusedDecodeMaxBlocksPerCta;
 }
 
-bool FusedDecodeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks, const DeviceCaps& caps) {
-  return SplitKAttendFits(g, caps) && FusedDecodeShapeFits(g, di, longest_visible_blocks);
-}
-
 bool UnionTileFits(const AttendGeometry& g, const DeviceCaps& caps) {
   const int group = g.hq / g.hkv;
   return g.d % 8 == 0 && g.dv % 8 == 0 && g.d <= kKvOuterDimPad && g.dv <= kKvOuterDimPad && g.bk <= kKvOuterKeyPad &&

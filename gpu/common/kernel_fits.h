@@ -92,8 +92,6 @@ inline constexpr int kFusedDecodeAutoBlocksPerCta = 2;
 // 128, and rows of at most top_k * kFusedDecodeMaxBlocksPerCta visible blocks (longest_visible_blocks: the batch's
 // longest row).
 bool FusedDecodeShapeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks);
-// SplitKAttendFits and FusedDecodeShapeFits.
-bool FusedDecodeFits(const AttendGeometry& g, int di, int64_t longest_visible_blocks, const DeviceCaps& caps);
 
 // UnionTileAttend (path U, gpu/attend/union_tile.cu): tiles of 128 (query, head) rows = 128 / group consecutive
 // queries of one kv group, at most kUnionTileMaxEntries (query, selection slot) pairs.

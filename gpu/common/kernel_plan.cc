@@ -183,7 +183,7 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCa
                 TopKKernel* kernel) {
   const bool exact = config.precision == Precision::kExact;
   const bool warp_fits = RankTopKFits(config.top_k);
-  const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  const int64_t longest_row_blocks = LongestRowBlocks(config, shapes);
   const bool cta_fits = RankTopKCtaFits(config.top_k, longest_row_blocks, caps);
   const bool decode = IsDecodeBatch(shapes.longest_q, shapes.sequences_with_queries);
   if (requested == TopKKernel::kAuto) {
@@ -367,16 +367,17 @@ Status PlanLists(const Config& config, const KernelShapes& shapes, AttendKernel 
   return Status::Ok();
 }
 
-// attend=fused-decode past split-k's needs (PlanAttend): the index and top-k whose bits its step gives, and its shapes.
-Status CheckFusedDecode(const Config& config, const KernelShapes& shapes, const KernelPlan& p) {
-  const char* value = NameOf(kAttendNames, p.attend);
-  if ((p.index != IndexKernel::kMma && p.index != IndexKernel::kWgmma) || p.topk != TopKKernel::kCta) {
+// attend=fused-decode past split-k's needs (PlanAttend): the plan's index and top-k, whose bits its step gives, and its
+// shapes.
+Status CheckFusedDecode(const Config& config, const KernelShapes& shapes, IndexKernel index, TopKKernel topk) {
+  const char* value = NameOf(kAttendNames, AttendKernel::kFusedDecode);
+  if ((index != IndexKernel::kMma && index != IndexKernel::kWgmma) || topk != TopKKernel::kCta) {
     return Refuse("attend", value,
                   "its step gives the bits of index mma or wgmma and topk cta (this plan: index=" +
-                      std::string(NameOf(kIndexNames, p.index)) + ", topk=" + NameOf(kTopKNames, p.topk) + ")");
+                      std::string(NameOf(kIndexNames, index)) + ", topk=" + NameOf(kTopKNames, topk) + ")");
   }
   if (config.score_format != ScoreFormat::kNative) return Refuse("attend", value, "needs score_format native");
-  const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  const int64_t longest_row_blocks = LongestRowBlocks(config, shapes);
   if (!FusedDecodeShapeFits(AttendGeometryOf(config, shapes.total_q), config.index_head_dim, longest_row_blocks)) {
     return Refuse(
         "attend", value,
@@ -392,11 +393,10 @@ Status CheckFusedDecode(const Config& config, const KernelShapes& shapes, const 
 // Auto's fused-decode: where split-k was chosen for a step of one query whose rows have at most
 // kFusedDecodeAutoBlocksPerCta blocks per CTA, and the plan's stages are those whose bits its step gives.
 bool FusedDecodePays(const Config& config, const KernelShapes& shapes, const KernelPlan& p) {
-  const int64_t longest_row_blocks = shapes.last_position / config.block_size + 1;
+  const int64_t longest_row_blocks = LongestRowBlocks(config, shapes);
   return p.attend == AttendKernel::kSplitK && shapes.total_q == 1 &&
          longest_row_blocks <= int64_t(config.top_k) * kFusedDecodeAutoBlocksPerCta &&
-         CheckFusedDecode(config, shapes, KernelPlan{p.index, p.batch, p.topk, p.lists, AttendKernel::kFusedDecode})
-             .ok();
+         CheckFusedDecode(config, shapes, p.index, p.topk).ok();
 }
 
 struct Override {
@@ -421,6 +421,10 @@ AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q) {
   g.bk = config.block_size;
   g.top_k = config.top_k;
   return g;
+}
+
+int64_t LongestRowBlocks(const Config& config, const KernelShapes& shapes) {
+  return shapes.last_position / config.block_size + 1;
 }
 
 KernelShapes ShapesOf(const Config& config, const Batch& batch) {
@@ -451,7 +455,7 @@ Status PlanKernels(const Config& config, const KernelShapes& shapes, const Devic
   MSA_RETURN_IF_ERROR(PlanBatch(config, shapes, p.index, p.topk, requested.batch, &p.batch));
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));
-  if (p.attend == AttendKernel::kFusedDecode) MSA_RETURN_IF_ERROR(CheckFusedDecode(config, shapes, p));
+  if (p.attend == AttendKernel::kFusedDecode) MSA_RETURN_IF_ERROR(CheckFusedDecode(config, shapes, p.index, p.topk));
   if (requested.attend == AttendKernel::kAuto && FusedDecodePays(config, shapes, p))
     p.attend = AttendKernel::kFusedDecode;
   *plan = p;

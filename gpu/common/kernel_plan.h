@@ -105,6 +105,8 @@ struct KernelShapes {
   int64_t total_k = 0;                 // rows of k and v: the batch's keys
 };
 KernelShapes ShapesOf(const Config& config, const Batch& batch);
+// The visible blocks of the batch's longest selection row: last_position / block_size + 1.
+int64_t LongestRowBlocks(const Config& config, const KernelShapes& shapes);
 // The main branch's launch geometry of `config` over total_q queries.
 AttendGeometry AttendGeometryOf(const Config& config, int64_t total_q);
 

@@ -452,7 +452,7 @@ Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& 
                                int(config.local_blocks),
                                selection.topk,
                                selection.flags};
-  const int64_t longest_row_blocks = ShapesOf(config, batch).last_position / config.block_size + 1;
+  const int64_t longest_row_blocks = LongestRowBlocks(config, ShapesOf(config, batch));
   MSA_CUDA_RETURN_IF_ERROR(FusedDecodeStep(LowpCode(config.precision), fused, attend_inputs.q, attend_inputs.k,
                                            attend_inputs.v, attend_inputs.position, attend_inputs.key_begin,
                                            ws.geometry, longest_row_blocks, float(config.SoftmaxScale()), ws.kv_outer,
