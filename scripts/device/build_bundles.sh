@@ -30,12 +30,15 @@ built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test"
 W=bench/results/index_span_2026-12-06/without_spans.patch
+S=bench/results/synccheck_2026-12-06
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
+hoist  | $S/hoist.patch | gpu_fused_decode_test gpu_twins_test
+nocap  | $S/nocap.patch | gpu_fused_decode_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -50,6 +53,9 @@ head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 span/bin/gpu_bench            | main/gpu_bench
 span/bin/gpu_bench_base       | before/gpu_bench
+sync/bin/gpu_fused_decode_test_hoist | hoist/gpu_fused_decode_test
+sync/bin/gpu_twins_test_hoist | hoist/gpu_twins_test
+sync/bin/gpu_fused_decode_test_nocap | nocap/gpu_fused_decode_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -57,6 +63,7 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 span.tar.xz   | span
+sync.tar.xz   | sync
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
