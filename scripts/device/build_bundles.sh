@@ -37,7 +37,7 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
-hoist  | $S/hoist.patch | gpu_fused_decode_test gpu_twins_test
+hoist  | $S/hoist.patch | gpu_fused_decode_test gpu_twins_test gpu_bench
 nocap  | $S/nocap.patch | gpu_fused_decode_test
 "
 
@@ -56,6 +56,7 @@ span/bin/gpu_bench_base       | before/gpu_bench
 sync/bin/gpu_fused_decode_test_hoist | hoist/gpu_fused_decode_test
 sync/bin/gpu_twins_test_hoist | hoist/gpu_twins_test
 sync/bin/gpu_fused_decode_test_nocap | nocap/gpu_fused_decode_test
+sync/bin/gpu_bench_hoist      | hoist/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
