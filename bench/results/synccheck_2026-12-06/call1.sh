@@ -4,7 +4,7 @@
 # variants hoist (OneQueryTile's S loop with the warp's skip outside the dim steps: hoist.patch) and nocap
 # (fused-decode without the 2-CTAs-an-SM register cap: nocap.patch). Each log is summarized: errors by PC, by block,
 # by warp (the first 100000 printed). Then the decode steps of HEAD and hoist, split-k and fused-decode, two interleaved
-# rounds.
+# rounds. First repro.cu, a minimal kernel of the same shape, under synccheck.
 set -uo pipefail
 source scripts/device/head_bundle.sh
 tar xJf .devbuild/carry/sync.tar.xz
@@ -20,6 +20,10 @@ check() {  # name, binary, gtest filter
   summary "$OUT/$1.log"
   xz -9 "$OUT/$1.log"
 }
+timeout 60 compute-sanitizer --tool synccheck .devbuild/carry/synccheck_repro >$OUT/repro.log 2>&1
+echo "== repro (repro.cu, built here: nvcc -I. -Iinclude -O3 -gencode=arch=compute_90a,code=sm_90a): exit $?"
+summary $OUT/repro.log
+grep -E '^nkeys' $OUT/repro.log
 check fused_head $B/gpu_fused_decode_test '*Bits*'
 check splitk_head $B/gpu_twins_test '*SplitK*'
 check fused_hoist $V/gpu_fused_decode_test_hoist '*Bits*'
