@@ -39,6 +39,7 @@ nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
 hoist  | $S/hoist.patch | gpu_fused_decode_test gpu_twins_test gpu_bench
 nocap  | $S/nocap.patch | gpu_fused_decode_test
+prefetch | bench/results/fused_decode_2026-12-06/prefetch_l2.patch | gpu_fused_decode_test gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -57,6 +58,8 @@ sync/bin/gpu_fused_decode_test_hoist | hoist/gpu_fused_decode_test
 sync/bin/gpu_twins_test_hoist | hoist/gpu_twins_test
 sync/bin/gpu_fused_decode_test_nocap | nocap/gpu_fused_decode_test
 sync/bin/gpu_bench_hoist      | hoist/gpu_bench
+sync/bin/gpu_fused_decode_test_prefetch | prefetch/gpu_fused_decode_test
+sync/bin/gpu_bench_prefetch   | prefetch/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
