@@ -19,7 +19,9 @@
 # index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before): its call 3 now reads
 # span = HEAD and span's base = HEAD without them (without_spans.patch, variant before). topk_held_2026-12-06's
 # variant held (held_keys.patch) was dropped: not landed. fused_decode_2026-12-06's fglobal (global_merge.patch, the
-# merge from global memory against one over distributed shared memory) landed: the patch applies to 58d011f.
+# merge from global memory against one over distributed shared memory) landed: the patch applies to 58d011f. Its
+# prefetch_l2.patch (variant prefetch, archive sync) did not land, nor synccheck_2026-12-06's hoist.patch and
+# nocap.patch (variants hoist and nocap); all three apply to d0238ec. synccheck_2026-12-06's call 2 needs only HEAD.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -30,16 +32,12 @@ built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test"
 W=bench/results/index_span_2026-12-06/without_spans.patch
-S=bench/results/synccheck_2026-12-06
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
-hoist  | $S/hoist.patch | gpu_fused_decode_test gpu_twins_test gpu_bench
-nocap  | $S/nocap.patch | gpu_fused_decode_test
-prefetch | bench/results/fused_decode_2026-12-06/prefetch_l2.patch | gpu_fused_decode_test gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -54,12 +52,6 @@ head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 span/bin/gpu_bench            | main/gpu_bench
 span/bin/gpu_bench_base       | before/gpu_bench
-sync/bin/gpu_fused_decode_test_hoist | hoist/gpu_fused_decode_test
-sync/bin/gpu_twins_test_hoist | hoist/gpu_twins_test
-sync/bin/gpu_fused_decode_test_nocap | nocap/gpu_fused_decode_test
-sync/bin/gpu_bench_hoist      | hoist/gpu_bench
-sync/bin/gpu_fused_decode_test_prefetch | prefetch/gpu_fused_decode_test
-sync/bin/gpu_bench_prefetch   | prefetch/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -67,7 +59,6 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 span.tar.xz   | span
-sync.tar.xz   | sync
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }

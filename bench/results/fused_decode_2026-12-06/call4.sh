@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Call 4 of bench/results/fused_decode_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh):
+# Call 4 of bench/results/fused_decode_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh at
+# d0238ec, which builds the variant):
 # fused-decode with the K and V rows of each CTA's scored blocks prefetched into L2 while it scores (variant
 # prefetch: prefetch_l2.patch) against HEAD. Its twin test (the separate stages' bits), then the decode steps, two
 # interleaved rounds.

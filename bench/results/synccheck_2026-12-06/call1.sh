@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Call 1 of bench/results/synccheck_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh): which
-# build and which barrier compute-sanitizer's synccheck flags. HEAD's fused-decode and split-k twin tests, and the
+# Call 1 of bench/results/synccheck_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh at
+# d0238ec, which builds the variants, and repro.cu built into .devbuild/carry/synccheck_repro with the command below):
+# which build and which barrier compute-sanitizer's synccheck flags. HEAD's fused-decode and split-k twin tests, and the
 # variants hoist (OneQueryTile's S loop with the warp's skip outside the dim steps: hoist.patch) and nocap
 # (fused-decode without the 2-CTAs-an-SM register cap: nocap.patch). Each log is summarized: errors by PC, by block,
 # by warp (the first 100000 printed). Then the decode steps of HEAD and hoist, split-k and fused-decode, two interleaved
