@@ -12,16 +12,6 @@ timeout 90 $V/gpu_twins_test --gtest_filter='*SplitK*' >$OUT/twins.log 2>&1
 echo "split-k twins (bulk): exit $?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/twins.log | paste -sd' ')"
 timeout 60 $V/gpu_fused_decode_test >$OUT/fused.log 2>&1
 echo "fused twins (bulk): exit $?: $(grep -E '^\[  (PASSED|FAILED) ' $OUT/fused.log | paste -sd' ')"
-P="index=wgmma,topk=cta,attend=split-k;index=wgmma,topk=cta,attend=fused-decode"
-for round in 1 2 3; do
-  for build in head bulk; do
-    bin=$B/gpu_bench
-    [ $build = bulk ] && bin=$V/gpu_bench
-    timeout 80 python3 bench/gpu_decode_bench.py --bin $bin --out $OUT --plans "$P" \
-      --shapes 1x1x4096,2x1x4096,1x1x65536,1x1x262144 --tag ${build}_$round >$OUT/now.log 2>&1
-    echo "== $build round $round: exit $?"
-    grep -E '^\| [0-9]' $OUT/now.log | awk -F'|' '{print $2, $3, $12, $15}'
-    { echo "== $build round $round"; cat $OUT/now.log; } >>$OUT/decode.log
-  done
-done
-rm -f $OUT/*.json $OUT/*.md $OUT/now.log
+source scripts/device/decode_rounds.sh
+decode_rounds 3 1x1x4096,2x1x4096,1x1x65536,1x1x262144 \
+  "index=wgmma,topk=cta,attend=split-k;index=wgmma,topk=cta,attend=fused-decode" head=$B/gpu_bench bulk=$V/gpu_bench
