@@ -22,7 +22,8 @@
 # merge from global memory against one over distributed shared memory) landed: the patch applies to 58d011f. Its
 # prefetch_l2.patch (variant prefetch, archive sync) did not land, nor synccheck_2026-12-06's hoist.patch and
 # nocap.patch (variants hoist and nocap); all three apply to d0238ec. synccheck_2026-12-06's call 2 needs only HEAD.
-# decode_bulk_rows_2026-12-06's bulk_rows.patch (variant bulk): split-k's tile loads K and V by bulk copies.
+# decode_bulk_rows_2026-12-06's bulk_rows.patch (variant bulk, K and V rows by bulk copies) did not land: it applies
+# to 4f91f2c.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -39,7 +40,6 @@ VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
 before | $W | gpu_bench
-bulk   | bench/results/decode_bulk_rows_2026-12-06/bulk_rows.patch | gpu_bench gpu_twins_test gpu_fused_decode_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -54,9 +54,6 @@ head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 span/bin/gpu_bench            | main/gpu_bench
 span/bin/gpu_bench_base       | before/gpu_bench
-bulk/bin/gpu_bench            | bulk/gpu_bench
-bulk/bin/gpu_twins_test       | bulk/gpu_twins_test
-bulk/bin/gpu_fused_decode_test | bulk/gpu_fused_decode_test
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
@@ -64,7 +61,6 @@ bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
 span.tar.xz   | span
-bulk.tar.xz   | bulk
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Call 1 of bench/results/decode_bulk_rows_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh):
+# Call 1 of bench/results/decode_bulk_rows_2026-12-06.md (carry .devbuild/carry after scripts/device/build_bundles.sh at
+# 5ebf760, which builds the variant):
 # split-k's one-query tile (so fused-decode's too) with its K and V rows loaded by bulk copies, a thread per row
 # completing on an mbarrier (variant bulk: bulk_rows.patch), against HEAD's cp.async. Its twin tests (split-k against
 # kv-outer, fused-decode against the separate stages: the same bits), then the decode steps, interleaved rounds.

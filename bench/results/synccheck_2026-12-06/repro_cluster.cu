@@ -2,8 +2,10 @@
 // programmatic dependent of a primary kernel, with split-k's opening (a wait on the primary, a warp-0 ballot, a
 // barrier) and its closing cluster barrier. Every barrier is reached by every thread with its warp converged in the
 // source. Run it several times under compute-sanitizer --tool synccheck: a report here is a report on correct code.
-// Exits non-zero if a CUDA call fails or a result is wrong.
+// Exits non-zero if a CUDA call fails or a result is wrong. The argument picks the launch: `both` (the default, as
+// above), `cluster` (clusters of 16, not a dependent) or `dependent` (a dependent, clusters of one).
 #include <cstdio>
+#include <cstring>
 
 #include "gpu/common/dependent_launch.cuh"
 #include "gpu/common/mma.cuh"
@@ -73,20 +75,48 @@ __global__ void __launch_bounds__(256, 2) DependentKernel(const int* nkeys_of, f
   msa::gpu::ClusterSync();
 }
 
+// DependentKernel's launch in `mode` (see the top of the file).
+cudaError_t LaunchInMode(const char* mode, cudaStream_t stream, const int* nkeys, float* out) {
+  const bool dependent = std::strcmp(mode, "cluster") != 0, clustered = std::strcmp(mode, "dependent") != 0;
+  cudaLaunchAttribute attributes[2]{};
+  unsigned count = 0;
+  if (dependent) {
+    attributes[count].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[count++].val.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clustered) {
+    attributes[count].id = cudaLaunchAttributeClusterDimension;
+    attributes[count++].val.clusterDim = {unsigned(kClusterSize), 1, 1};
+  }
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(kClusters * kClusterSize);
+  config.blockDim = dim3(256);
+  config.stream = stream;
+  config.attrs = attributes;
+  config.numAttrs = count;
+  return cudaLaunchKernelEx(&config, DependentKernel, nkeys, out);
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "both";
+  if (std::strcmp(mode, "both") != 0 && std::strcmp(mode, "cluster") != 0 && std::strcmp(mode, "dependent") != 0) {
+    std::printf("launch mode must be both, cluster or dependent, not %s\n", mode);
+    return 2;
+  }
   int* nkeys = nullptr;
   float* out = nullptr;
   if (cudaMalloc(&nkeys, kClusters * sizeof(int)) != cudaSuccess) return 2;
   if (cudaMalloc(&out, kClusters * kClusterSize * 16 * sizeof(float)) != cudaSuccess) return 2;
   cudaStream_t stream = nullptr;
   if (cudaStreamCreate(&stream) != cudaSuccess) return 2;
+  // Clusters of 16 CTAs are past the portable 8, as in SetSplitKAttributes.
+  if (cudaFuncSetAttribute(DependentKernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) != cudaSuccess) return 2;
   int failures = 0;
   for (int round = 0; round < 4; ++round) {
     PrimaryKernel<<<kClusters, 32, 0, stream>>>(nkeys);
-    const cudaError_t launch = msa::gpu::LaunchDependentCluster(DependentKernel, dim3(kClusters * kClusterSize),
-                                                                dim3(256), 0, kClusterSize, stream, nkeys, out);
+    const cudaError_t launch = LaunchInMode(mode, stream, nkeys, out);
     static float host[kClusters * kClusterSize * 16];
     const cudaError_t copy =
         launch == cudaSuccess ? cudaMemcpy(host, out, sizeof(host), cudaMemcpyDeviceToHost) : launch;
