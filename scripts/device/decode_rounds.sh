@@ -1,7 +1,7 @@
 # scripts/device/decode_rounds.sh: sourced by a device run's script. decode_rounds ROUNDS SHAPES PLANS NAME=BINARY...
 # times the decode steps of PLANS at SHAPES (bench/gpu_decode_bench.py) with each named gpu_bench binary in turn, for
-# ROUNDS interleaved rounds. Prints each run's rows (shape, plan, back to back, cold) and appends its whole log to
-# $OUT/decode.log; the per-run JSON and tables are removed (decode.log holds them).
+# ROUNDS interleaved rounds. Prints each run's rows (shape, plan, step graph back to back, checks) and appends its
+# whole log to $OUT/decode.log; the per-run JSON and tables are removed (decode.log holds them).
 decode_rounds() {
   local rounds=$1 shapes=$2 plans=$3
   shift 3
