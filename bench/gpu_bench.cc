@@ -17,8 +17,9 @@
 //   index inputs to e4m3 values first (index_format e4m3); selection=NAME times the main branch on a generator's
 //   selection (bench/selections.h: random, last, pages, overlap50, overlap90; default indexer: the pipeline's own
 //   on the index inputs); index_inputs=lowrank|clustered replaces the i.i.d. index inputs with structured ones
-//   (bench/structured_index.h), whose indexer selections are coherent. Every run prints its selection's mean 4- and
-//   8-query union sizes.
+//   (bench/structured_index.h), whose indexer selections are coherent. out=bf16 (the default) has the main branch
+//   write bf16 out and fp32 lse, out=fp64 the backend's FP64 out and lse (gpu/common/geometry.h OutputFormat). Every
+//   run prints its selection's mean 4- and 8-query union sizes.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -198,6 +199,7 @@ GraphTimes GraphReplayMs(cudaStream_t stream, int reps, PhaseTimer& timer, Enque
 struct Shape {
   bool decode = false;
   int64_t q_len = 0, k_len = 0, batch = 1;
+  OutputFormat out_format = OutputFormat::kBf16Fp32;
 };
 
 struct Result {
@@ -255,8 +257,12 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
     BENCH_CHECK(E4M3ToLowp(index_k8.get(), total_k * kDim, kLowpBF16, index_k.get()));
   }
   DeviceBuffer<int32_t> topk = Allocate<int32_t>(kHkv * total_q * kTopK, "topk");  // [Hidx, total_q, top_k]
-  DeviceBuffer<double> out = Allocate<double>(total_q * kHq * kDim, "out");        // [total_q, Hq, Dv]
-  DeviceBuffer<double> lse = Allocate<double>(total_q * kHq, "lse");               // [total_q, Hq]
+  const bool wide_out = shape.out_format == OutputFormat::kFp64;
+  const int out_type = wide_out ? kInF64 : kInBF16, lse_type = wide_out ? kInF64 : kInF32;
+  const int64_t out_n = total_q * kHq * kDim, lse_n = total_q * kHq;
+  const size_t out_bytes = size_t(out_n) * (wide_out ? 8 : 2), lse_bytes = size_t(lse_n) * (wide_out ? 8 : 4);
+  DeviceBuffer<unsigned char> out = Allocate<unsigned char>(int64_t(out_bytes), "out");  // [total_q, Hq, Dv]
+  DeviceBuffer<unsigned char> lse = Allocate<unsigned char>(int64_t(lse_bytes), "lse");  // [total_q, Hq]
   // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph, the output
   // digest of the last timed run, the output digest of the step graph's last replay
   DeviceBuffer<unsigned long long> flags = Allocate<unsigned long long>(8, "flags");
@@ -282,7 +288,7 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   const DeviceSelection selection{topk.get(), nullptr, flags.get()};
   const DeviceAttendInputs attend_inputs{nullptr, nullptr,    nullptr,          q.get(),           k.get(),
                                          v.get(), topk.get(), d_position.get(), d_key_begin.get(), d_first_block.get()};
-  const DeviceAttendOutputs attend_outputs{out.get(), lse.get()};
+  const DeviceAttendOutputs attend_outputs{shape.out_format, out.get(), lse.get()};
   cudaStream_t stream;
   BENCH_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   BENCH_CHECK(cudaDeviceSynchronize());
@@ -292,8 +298,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   hooks.begin = [&](Stage s) { (s == Stage::kIndex ? index_timer : topk_timer).Begin(stream); };
   hooks.end = [&](Stage s) { (s == Stage::kIndex ? index_timer : topk_timer).End(stream); };
   const auto poison_outputs = [&] {
-    BENCH_CHECK(cudaMemset(out.get(), 0xff, size_t(total_q * kHq * kDim) * 8));  // NaN
-    BENCH_CHECK(cudaMemset(lse.get(), 0xff, size_t(total_q * kHq) * 8));
+    BENCH_CHECK(cudaMemset(out.get(), 0xff, out_bytes));  // NaN in every format
+    BENCH_CHECK(cudaMemset(lse.get(), 0xff, lse_bytes));
   };
   const auto poison_selection = [&] {
     BENCH_CHECK(cudaMemset(topk.get(), 0x7f, size_t(kHkv * total_q * kTopK) * 4));
@@ -331,8 +337,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   const bool main_on_stream = AttendRunsOnStream(plan);  // graph-capturable main branch
   const auto digest_outputs = [&](unsigned long long* digest) {
     BENCH_CHECK(cudaMemset(digest, 0, 8));
-    BENCH_CHECK(AddBitsDigest(out.get(), total_q * kHq * kDim, digest));
-    BENCH_CHECK(AddBitsDigest(lse.get(), total_q * kHq, digest));
+    BENCH_CHECK(AddBitsDigest(out.get(), out_type, out_n, digest));
+    BENCH_CHECK(AddBitsDigest(lse.get(), lse_type, lse_n, digest));
   };
   digest_outputs(flags.get() + 6);
   if (main_on_stream) {  // the main branch as one graph: capture once, replay (outputs poisoned before each)
@@ -369,8 +375,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   }
   BENCH_CHECK(cudaMemset(flags.get() + 2, 0, 2 * 8));
   BENCH_CHECK(CountBadSelections(topk.get(), total_q, q_len, kHkv, kTopK, pos0, kBk, flags.get() + 2));
-  BENCH_CHECK(CountNonFinite(out.get(), total_q * kHq * kDim, flags.get() + 3));
-  BENCH_CHECK(CountNonFinite(lse.get(), total_q * kHq, flags.get() + 3));
+  BENCH_CHECK(CountNonFinite(out.get(), out_type, out_n, flags.get() + 3));
+  BENCH_CHECK(CountNonFinite(lse.get(), lse_type, lse_n, flags.get() + 3));
   unsigned long long host_flags[8];
   BENCH_CHECK(cudaMemcpy(host_flags, flags.get(), sizeof host_flags, cudaMemcpyDeviceToHost));
   result.bad_rows = host_flags[2] + (given == nullptr && host_flags[0] != ~0ull);  // a non-finite index score: one
@@ -407,7 +413,8 @@ int main(int argc, char** argv) {
   if (argc < 3) {
     std::fprintf(stderr,
                  "usage: gpu_bench prefill N [reps] [index=...] [batch=...] [topk=...] [lists=...] [attend=...]\n"
-                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [plan keys as above]\n");
+                 "       gpu_bench decode L [reps] [batch=B] [q_len=Q] [plan keys as above]\n"
+                 "       either mode: [selection=NAME] [index_inputs=KIND] [out=bf16|fp64]\n");
     return 2;
   }
   const std::string mode = argv[1];
@@ -431,6 +438,12 @@ int main(int argc, char** argv) {
       index_kind = arg.substr(13);
     } else if (arg.rfind("selection=", 0) == 0) {
       selection_name = arg.substr(10);
+    } else if (arg.rfind("out=", 0) == 0) {
+      if (arg != "out=bf16" && arg != "out=fp64") {
+        std::fprintf(stderr, "gpu_bench: %s: the output format is out=bf16 or out=fp64\n", arg.c_str());
+        return 2;
+      }
+      shape.out_format = arg == "out=fp64" ? OutputFormat::kFp64 : OutputFormat::kBf16Fp32;
     } else {
       plan_text += (plan_text.empty() ? "" : ",") + arg;
     }
@@ -486,7 +499,8 @@ int main(int argc, char** argv) {
       double(shape.batch) * (double(n) * kDim * 2 + double(shape.q_len) * (kHkv + kHq) * kDim * 2) +
       keys * kHkv * kDim * 2 * 2;
   std::printf(
-      "{\"mode\": \"%s\", \"plan\": \"%s\", \"index_inputs\": \"%s\", \"selection\": \"%s\", \"union4\": %.3f, "
+      "{\"mode\": \"%s\", \"plan\": \"%s\", \"out_format\": \"%s\", \"index_inputs\": \"%s\", \"selection\": \"%s\", "
+      "\"union4\": %.3f, "
       "\"union8\": %.3f, \"batch\": "
       "%lld, \"q_len\": %lld, \"k_len\": %lld, \"reps\": %d, "
       "\"index_ms\": %.4f, \"topk_ms\": %.4f, \"main_ms\": %.4f, \"main_graph_ms\": %.4f, \"step_graph_ms\": %.4f, "
@@ -494,10 +508,11 @@ int main(int argc, char** argv) {
       "\"total_ms\": %.4f, \"index_flops\": %.6e, \"main_flops\": %.6e, \"decode_bytes\": %.6e, "
       "\"bad_selection_rows\": %llu, \"nonfinite_outputs\": %llu, \"graph_bits_differ\": %d, "
       "\"outputs_digest\": \"%016llx\"}\n",
-      mode.c_str(), r.plan.c_str(), index_kind.c_str(), selection_name.c_str(), r.union4, r.union8,
-      (long long)shape.batch, (long long)shape.q_len, (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms,
-      r.main_graph_ms, r.step_graph_ms, r.main_stream_ms, r.step_stream_ms, r.main_cold_ms, r.step_cold_ms,
-      r.index_ms + r.topk_ms + r.main_ms, index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows,
-      (unsigned long long)r.nonfinite, int(r.graph_bits_differ), (unsigned long long)r.outputs_digest);
+      mode.c_str(), r.plan.c_str(), shape.out_format == OutputFormat::kFp64 ? "fp64" : "bf16", index_kind.c_str(),
+      selection_name.c_str(), r.union4, r.union8, (long long)shape.batch, (long long)shape.q_len,
+      (long long)shape.k_len, reps, r.index_ms, r.topk_ms, r.main_ms, r.main_graph_ms, r.step_graph_ms,
+      r.main_stream_ms, r.step_stream_ms, r.main_cold_ms, r.step_cold_ms, r.index_ms + r.topk_ms + r.main_ms,
+      index_flops, main_flops, decode_bytes, (unsigned long long)r.bad_rows, (unsigned long long)r.nonfinite,
+      int(r.graph_bits_differ), (unsigned long long)r.outputs_digest);
   return r.bad_rows == 0 && r.nonfinite == 0 && !r.graph_bits_differ ? 0 : 1;
 }

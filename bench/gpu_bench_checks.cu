@@ -1,6 +1,8 @@
 // gpu_bench's own device helpers (bench/gpu_bench_checks.h): random inputs and the output checks.
 #include "bench/gpu_bench_checks.h"
 
+#include "gpu/common/geometry.h"
+
 namespace msa::gpu::bench {
 namespace {
 
@@ -29,18 +31,30 @@ __global__ void CountBadSelectionsKernel(const int32_t* topk, int64_t total_q, i
   if (!ok) atomicAdd(bad, 1ull);
 }
 
-__global__ void CountNonFiniteKernel(const double* x, int64_t n, unsigned long long* bad) {
+// Entry i of x [n] of `type`: its value widened to double, and its bits.
+__device__ inline double ValueAt(const void* x, int type, int64_t i) {
+  if (type == kInF64) return static_cast<const double*>(x)[i];
+  if (type == kInF32) return static_cast<const float*>(x)[i];
+  return __uint_as_float(uint32_t(static_cast<const uint16_t*>(x)[i]) << 16);  // bf16
+}
+__device__ inline uint64_t BitsAt(const void* x, int type, int64_t i) {
+  if (type == kInF64) return uint64_t(__double_as_longlong(static_cast<const double*>(x)[i]));
+  if (type == kInF32) return __float_as_uint(static_cast<const float*>(x)[i]);
+  return static_cast<const uint16_t*>(x)[i];
+}
+
+__global__ void CountNonFiniteKernel(const void* x, int type, int64_t n, unsigned long long* bad) {
   unsigned long long count = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    count += !isfinite(x[i]);
+    count += !isfinite(ValueAt(x, type, i));
   }
   if (count) atomicAdd(bad, count);
 }
 
-__global__ void AddBitsDigestKernel(const double* x, int64_t n, unsigned long long* digest) {
+__global__ void AddBitsDigestKernel(const void* x, int type, int64_t n, unsigned long long* digest) {
   unsigned long long sum = 0;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    unsigned long long h = (__double_as_longlong(x[i]) + uint64_t(i) * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
+    unsigned long long h = (BitsAt(x, type, i) + uint64_t(i) * 0x9e3779b97f4a7c15ull) * 0xbf58476d1ce4e5b9ull;
     sum += h ^ (h >> 31);
   }
   atomicAdd(digest, sum);
@@ -60,13 +74,13 @@ cudaError_t CountBadSelections(const int32_t* topk, int64_t total_q, int64_t q_l
   return cudaGetLastError();
 }
 
-cudaError_t CountNonFinite(const double* x, int64_t n, unsigned long long* bad) {
-  CountNonFiniteKernel<<<2048, 256>>>(x, n, bad);
+cudaError_t CountNonFinite(const void* x, int type, int64_t n, unsigned long long* bad) {
+  CountNonFiniteKernel<<<2048, 256>>>(x, type, n, bad);
   return cudaGetLastError();
 }
 
-cudaError_t AddBitsDigest(const double* x, int64_t n, unsigned long long* digest) {
-  AddBitsDigestKernel<<<2048, 256>>>(x, n, digest);
+cudaError_t AddBitsDigest(const void* x, int type, int64_t n, unsigned long long* digest) {
+  AddBitsDigestKernel<<<2048, 256>>>(x, type, n, digest);
   return cudaGetLastError();
 }
 

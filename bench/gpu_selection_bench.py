@@ -4,7 +4,7 @@ overlap50, overlap90; last: MiniMax's "last 16 blocks"; pages: MiniMax's shared 
 pipeline's own selection (indexer) of i.i.d. and of structured index inputs (bench/structured_index.h: lowrank,
 clustered), under each main-branch plan asked for (--plans; e.g. kv-outer-wgmma = path K, union-tile = path U, routed =
 both by the device planner). Each row prints the selection's mean union of 4 and 8 consecutive queries' rows, the main
-branch's median time, and its useful FLOPs (4 Hq D sum |S_t|, SPEC section 6) as a share of the GEMM ceiling. With
+branch's median time (out and lse written as bf16 and fp32 unless a plan asks out=fp64), and its useful FLOPs (4 Hq D sum |S_t|, SPEC section 6) as a share of the GEMM ceiling. With
 --sdpa, torch SDPA's dense causal prefill is timed at each length in the same run, and each row also gets the whole
 prefill: the index branch and top-k of that plan's indexer row (i.i.d. inputs) plus the row's main branch, against
 SDPA. gpu_bench checks every row of the selection and that no output stays poisoned.
@@ -76,16 +76,17 @@ def main():
              f"commit {args.commit}; bf16 GEMM ceiling {ceiling['gemm_bf16_tflops']:.1f} TFLOP/s measured in this "
              f"run; median of {args.reps} repetitions"
              + "".join(f"; torch SDPA dense causal prefill {ms:.2f} ms at {n}" for n, ms in sdpa_ms.items()), "",
-             "| N | selection | attend | mean union, 4 queries | 8 queries | main ms | % of GEMM | prefill ms | vs SDPA "
-             "| checks |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| N | selection | attend | out, lse | mean union, 4 queries | 8 queries | main ms | % of GEMM | prefill ms "
+             "| vs SDPA | checks |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['n']} | {r['selection']} | {r['requested']} | | | | | | | error: {r['error'][:80]} |")
+            lines.append(f"| {r['n']} | {r['selection']} | {r['requested']} | | | | | | | | error: {r['error'][:80]} |")
             continue
         attend = r["plan"].split("attend=")[-1]
+        written = "bf16, fp32" if r.get("out_format") == "bf16" else "fp64, fp64"
         prefill = f"{r['prefill_ms']:.2f} | {r['speedup_vs_sdpa']:.1f}x" if "prefill_ms" in r else " | "
-        lines.append(f"| {r['n']} | {r['selection']} | {attend} | {r['union4']:.1f} | {r['union8']:.1f} | "
+        lines.append(f"| {r['n']} | {r['selection']} | {attend} | {written} | {r['union4']:.1f} | {r['union8']:.1f} | "
                      f"{r['main_ms']:.2f} | {100 * r['main_share_of_gemm']:.1f} | {prefill} | "
                      f"{'pass' if r['checks_passed'] else 'FAIL'} |")
     return write_report(stem, result, lines)

@@ -417,7 +417,8 @@ Status AttendImpl(const Config& config, const AttentionInputs& inputs, const Sel
                                          k.narrow.get(),    v.narrow.get(),     topk.get(),   d_position.get(),
                                          d_key_begin.get(), d_first_block.get()};
   KernelTimer timer;
-  MSA_RETURN_IF_ERROR(AttendOnDevice(config, plan, device_inputs, {out.get(), lse.get()}, &workspace, nullptr));
+  MSA_RETURN_IF_ERROR(
+      AttendOnDevice(config, plan, device_inputs, Fp64Outputs(out.get(), lse.get()), &workspace, nullptr));
   MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
   timer.Stop();
   last_plan = FormatAttendPlan(plan);

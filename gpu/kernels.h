@@ -3,7 +3,8 @@
 // (gpu/attend/), exact mode (gpu/exact/). The launchers that take a `stream` enqueue on it, allocate nothing and never
 // wait on the host, so that a decode step can be captured in a CUDA graph; the others enqueue on the default stream.
 // Each returns cudaGetLastError() after its launches. The geometry structs are in gpu/common/geometry.h, whether a
-// kernel takes a shape in gpu/common/kernel_fits.h (a launcher refuses what its predicate refuses).
+// kernel takes a shape in gpu/common/kernel_fits.h (a launcher refuses what its predicate refuses). The low-precision
+// main-branch launchers write out and lse in the format their DeviceAttendOutputs names (geometry.h), either format.
 #ifndef MSA_GPU_KERNELS_H_
 #define MSA_GPU_KERNELS_H_
 
@@ -156,14 +157,14 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 // the selected blocks' visible keys; any dims up to kLowpMaxDim. The fallback where QOuterAttend does not fit.
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                            const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                           double* out, double* lse, cudaStream_t stream = nullptr);
+                           const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // The main branch on tensor cores, query-outer (attend_kernels.cu): one CTA of 4 warps per (query, group, 16
 // heads), K and V of the gathered keys read once, scores kept in shared memory; same rounding points as
 // GatheredAttend. Needs QOuterAttendFits(g) (dims multiples of 8 up to 128, scores of top_k * bk keys in shared
 // memory).
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse, cudaStream_t stream = nullptr);
+                         const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // The main branch on tensor cores, KV-outer (kv_outer_attend.cu): the selection is inverted on the device into
 // per-(sequence, block, group) lists of the queries that chose the block; a tile of up to 64 (query, head) rows
 // loads the block's K and V once and writes one partial (m, l, O) per row, and a merge kernel combines each
@@ -197,8 +198,8 @@ KvOuterPlan PlanKvOuter(const AttendGeometry& g, int64_t num_blocks, int64_t bud
 // first_block [total_q]: the number of blocks of the sequences before the query's own (its bucket offset).
 cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream = nullptr);
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                          const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // The same main branch with Hopper tiles (kv_outer_wgmma.cu, sm_90a only): the lists,
 // the plan (PlanKvOuter), the partial results and the merge are KvOuterAttend's, the tile kernel runs one warpgroup
 // per 64-row tile on wgmma.mma_async (S = Q K^T and O = P V, P from registers) with K and V kept in shared memory
@@ -208,14 +209,14 @@ cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const 
 cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                               double* out, double* lse, cudaStream_t stream = nullptr);
+                               const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // KvOuterAttendWgmma with 16-bit partial results: each tile stores O_b / l_b rounded to the storage format (not O_b
 // in fp32), and the merge folds them as acc += (O_b / l_b) (l_b w_b). Half the partials' bytes, its own rounding point
 // (so not KvOuterAttendWgmma's bits); everything else, the needs and the errors are KvOuterAttendWgmma's.
 cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                                   const int32_t* first_block, const AttendGeometry& g, float scale,
-                                  const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                                  const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
                                   cudaStream_t stream = nullptr);
 // KvOuterAttendWgmmaP16 with a warp-specialized tile kernel (kv_outer_ws.cu): a producer thread loads each tile's Q
 // and each block's K and V by bulk tensor copies, two consumer warpgroups take turns at the tensor pipe. The same
@@ -225,7 +226,7 @@ cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k
 cudaError_t KvOuterAttendWs(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                             const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                             const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
-                            void* workspace, double* out, double* lse, cudaStream_t stream = nullptr);
+                            void* workspace, const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 
 // The most SplitKAttend CTAs the current device places as one thread block cluster
 // (cudaOccupancyMaxPotentialClusterSize at kSplitKSmemBytes each; sm_90a devices only, 0 elsewhere or on error):
@@ -241,7 +242,7 @@ int SplitKLargestCluster();
 // code: cudaErrorInvalidValue past kSplitKMaxSlots, cudaErrorNotSupported where the binary is not sm_90 code.
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                         const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
                          cudaStream_t stream = nullptr);
 
 // The index branch's side of FusedDecodeStep: index_q [total_q, Hidx, Di] and index_k [total_k, Di] as low-precision
@@ -266,7 +267,7 @@ struct FusedDecodeIndex {
 cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const int64_t* position, const int64_t* key_begin,
                             const AttendGeometry& g, int64_t longest_visible_blocks, float scale,
-                            const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                            const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
                             cudaStream_t stream = nullptr);
 
 // Path U of the main branch (gpu/attend/union_tile.cu, sm_90a only): one CTA per union tile (UnionTileQueries(g)
@@ -278,8 +279,8 @@ cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint1
 // returns cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                             const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                            const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
-                            cudaStream_t stream = nullptr);
+                            const AttendGeometry& g, float scale, const uint8_t* route,
+                            const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // Which items (tiles, queries) a launch walks: the first `count` of the ascending list `items` (entries of -1 are
 // skipped), or, where `items` is null, every item in order (count unused).
 struct ItemList {
@@ -296,7 +297,7 @@ struct ItemList {
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                               const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
-                              int64_t* tile_counter, double* out, double* lse, cudaStream_t stream = nullptr);
+                              int64_t* tile_counter, const DeviceAttendOutputs& outputs, cudaStream_t stream = nullptr);
 // The device planner of the two paths (gpu/attend/union_route.cu): route[tile] = 1 where the tile's union of
 // selected blocks (global ids) is at most MaxUnionForPathU(routing, its queries, its selected blocks)
 // (gpu/common/union_tile_plan.h), else 0; the same route as the host planner PlanUnionTiles for every tile.
@@ -315,7 +316,7 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
-                         const UnionTileRouting& routing, void* workspace, double* out, double* lse,
+                         const UnionTileRouting& routing, void* workspace, const DeviceAttendOutputs& outputs,
                          cudaStream_t stream = nullptr, const SideStream& side = SideStream{});
 
 }  // namespace msa::gpu

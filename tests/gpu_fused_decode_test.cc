@@ -15,13 +15,11 @@
 #include "gpu/common/kernel_fits.h"
 #include "gpu/common/kernel_plan.h"
 #include "msa/forced_blocks.h"
-#include "oracle/random.h"
 #include "tests/gpu_test_support.h"
 
 #if defined(MSA_HAVE_CUDA)
-#include "gpu/common/device_buffer.h"
 #include "gpu/common/device_query.h"
-#include "gpu/common/pipeline.h"
+#include "tests/gpu_device_step.h"
 #endif
 
 namespace msa::gpu_test {
@@ -87,113 +85,6 @@ TEST(GpuFusedDecode, CasesReachTheKernelsEdges) {
 }
 
 #if defined(MSA_HAVE_CUDA)
-// *narrow: a [n] tensor of normal values (times `gain`) in the config's 16-bit storage format on the device.
-void FillRandomLowp(const Config& config, int64_t n, uint64_t stream, double gain,
-                    gpu::DeviceBuffer<uint16_t>* narrow) {
-  RandomStream random(20261206, stream);
-  std::vector<double> host(static_cast<size_t>(n));
-  for (double& x : host) x = random.Normal() * gain;
-  gpu::DeviceBuffer<double> wide;
-  EXPECT_TRUE(wide.Allocate(n, "wide").ok());
-  EXPECT_TRUE(narrow->Allocate(n, "narrow").ok());
-  EXPECT_EQ(cudaMemcpy(wide.get(), host.data(), size_t(n) * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(gpu::RoundToLowp(wide.get(), gpu::kInF64, n,
-                             config.precision == Precision::kBf16 ? gpu::kLowpBF16 : gpu::kLowpF16, narrow->get()),
-            cudaSuccess);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-}
-
-struct StepOutputs {
-  std::vector<int32_t> topk;
-  std::vector<double> out, lse;
-  unsigned long long bad_row = 0;
-};
-
-// The case's step under `requested` (planned for this batch and device) on the given device inputs.
-struct StepInputs {
-  gpu::DeviceBuffer<uint16_t> index_q, index_k, q, k, v;
-  gpu::DeviceBuffer<int64_t> position, key_begin;
-  gpu::DeviceBuffer<int32_t> first_block;
-};
-
-void MakeInputs(const FusedCase& c, const Batch& batch, StepInputs* inputs) {
-  const Config& config = c.config;
-  const int64_t total_q = batch.total_q(), total_k = batch.cu_seqlens_k.back();
-  const int64_t hkv = config.num_kv_heads, di = config.index_head_dim;
-  StepInputs& in = *inputs;
-  FillRandomLowp(config, total_q * hkv * di, 1, 1.0, &in.index_q);
-  FillRandomLowp(config, total_k * di, 2, 1.0, &in.index_k);
-  FillRandomLowp(config, total_q * config.num_q_heads * config.head_dim, 3, 1.0, &in.q);
-  FillRandomLowp(config, total_k * hkv * config.head_dim, 4, 1.0, &in.k);
-  FillRandomLowp(config, total_k * hkv * config.value_dim, 5, 1.0, &in.v);
-  if (c.overflow) {  // the last query's group 1: dots of 3e37-scale values overflow fp32
-    gpu::DeviceBuffer<uint16_t> huge;
-    FillRandomLowp(config, di, 6, 3e37, &huge);
-    EXPECT_EQ(cudaMemcpy(in.index_q.get() + ((total_q - 1) * hkv + 1) * di, huge.get(), size_t(di) * 2,
-                         cudaMemcpyDeviceToDevice),
-              cudaSuccess);
-  }
-  std::vector<int64_t> position, key_begin;
-  std::vector<int32_t> first_block;
-  int64_t blocks_before = 0;
-  for (int64_t b = 0; b < batch.num_sequences(); ++b) {
-    const int64_t q_len = batch.cu_seqlens_q[b + 1] - batch.cu_seqlens_q[b];
-    const int64_t k_len = batch.cu_seqlens_k[b + 1] - batch.cu_seqlens_k[b];
-    for (int64_t i = 0; i < q_len; ++i) {
-      position.push_back(k_len - q_len + i);
-      key_begin.push_back(batch.cu_seqlens_k[b]);
-      first_block.push_back(int32_t(blocks_before));
-    }
-    blocks_before += (k_len + config.block_size - 1) / config.block_size;
-  }
-  EXPECT_TRUE(in.position.Allocate(total_q, "position").ok());
-  EXPECT_TRUE(in.key_begin.Allocate(total_q, "key_begin").ok());
-  EXPECT_TRUE(in.first_block.Allocate(total_q, "first_block").ok());
-  EXPECT_EQ(cudaMemcpy(in.position.get(), position.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(in.key_begin.get(), key_begin.data(), size_t(total_q) * 8, cudaMemcpyHostToDevice), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(in.first_block.get(), first_block.data(), size_t(total_q) * 4, cudaMemcpyHostToDevice),
-            cudaSuccess);
-}
-
-Status RunStep(const Config& config, const Batch& batch, const gpu::KernelPlan& plan, const StepInputs& in,
-               StepOutputs* result) {
-  const int64_t total_q = batch.total_q(), hkv = config.num_kv_heads, top_k = config.top_k;
-  const int64_t out_n = total_q * config.num_q_heads * config.value_dim, lse_n = total_q * config.num_q_heads;
-  gpu::DeviceBuffer<int32_t> topk;
-  gpu::DeviceBuffer<double> out, lse;
-  gpu::DeviceBuffer<unsigned long long> flags;
-  MSA_RETURN_IF_ERROR(topk.Allocate(hkv * total_q * top_k, "topk"));
-  MSA_RETURN_IF_ERROR(out.Allocate(out_n, "out"));
-  MSA_RETURN_IF_ERROR(lse.Allocate(lse_n, "lse"));
-  MSA_RETURN_IF_ERROR(flags.Allocate(2, "flags"));
-  // Poisoned outputs: a slot or value the step leaves unwritten differs from the other plan's.
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemset(topk.get(), 0x7f, size_t(hkv * total_q * top_k) * 4));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemset(out.get(), 0xff, size_t(out_n) * 8));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemset(lse.get(), 0xff, size_t(lse_n) * 8));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemset(flags.get(), 0xff, 2 * 8));
-  gpu::SelectWorkspace select_ws;
-  gpu::AttendWorkspace attend_ws;
-  MSA_RETURN_IF_ERROR(gpu::AllocateSelectWorkspace(config, batch, plan, /*want_lse=*/false, &select_ws));
-  MSA_RETURN_IF_ERROR(gpu::AllocateAttendWorkspace(config, gpu::ShapesOf(config, batch), plan, &attend_ws));
-  const gpu::DeviceIndexInputs index{nullptr, nullptr, in.index_q.get(), in.index_k.get(), nullptr, nullptr};
-  const gpu::DeviceSelection selection{topk.get(), nullptr, flags.get()};
-  const gpu::DeviceAttendInputs attend{
-      nullptr,    nullptr,    nullptr,           in.q.get(),         in.k.get(),
-      in.v.get(), topk.get(), in.position.get(), in.key_begin.get(), in.first_block.get()};
-  MSA_RETURN_IF_ERROR(gpu::StepOnDevice(config, batch, plan, index, selection, &select_ws, attend,
-                                        {out.get(), lse.get()}, &attend_ws, nullptr));
-  MSA_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());
-  result->topk.resize(size_t(hkv * total_q * top_k));
-  result->out.resize(size_t(out_n));
-  result->lse.resize(size_t(lse_n));
-  MSA_CUDA_RETURN_IF_ERROR(
-      cudaMemcpy(result->topk.data(), topk.get(), result->topk.size() * 4, cudaMemcpyDeviceToHost));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(result->out.data(), out.get(), size_t(out_n) * 8, cudaMemcpyDeviceToHost));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(result->lse.data(), lse.get(), size_t(lse_n) * 8, cudaMemcpyDeviceToHost));
-  MSA_CUDA_RETURN_IF_ERROR(cudaMemcpy(&result->bad_row, flags.get(), 8, cudaMemcpyDeviceToHost));
-  return Status::Ok();
-}
-
 // Every case at index mma and wgmma: the fused step's selection, out, lse and first bad (query, group) are the
 // separate stages' bits. The separate selection is also checked against SPEC section 2's shape (the local block last,
 // -1 padding) and the outputs for NaN (a poisoned value left unwritten), so that two equal wrong answers fail too.
@@ -208,7 +99,7 @@ TEST(GpuFusedDecode, OneLaunchGivesTheSeparateStagesBits) {
     }
     const Batch batch{cu_q, cu_k};
     StepInputs inputs;
-    MakeInputs(c, batch, &inputs);
+    MakeInputs(c.config, batch, c.overflow, &inputs);
     for (const char* index : {"mma", "wgmma"}) {
       const std::string apart = std::string("index=") + index + ",topk=cta,attend=split-k";
       gpu::KernelPlan requested, separate, fused;
@@ -219,8 +110,8 @@ TEST(GpuFusedDecode, OneLaunchGivesTheSeparateStagesBits) {
       const Status planned = gpu::PlanKernels(c.config, shapes, gpu::CurrentDeviceCaps(), requested, &fused);
       ASSERT_TRUE(planned.ok()) << c.name << ": " << planned.message();  // split-k runs, so fused-decode must
       StepOutputs expected, got;
-      ASSERT_TRUE(RunStep(c.config, batch, separate, inputs, &expected).ok()) << c.name;
-      ASSERT_TRUE(RunStep(c.config, batch, fused, inputs, &got).ok()) << c.name;
+      ASSERT_TRUE(RunStep(c.config, batch, separate, inputs, gpu::OutputFormat::kFp64, &expected).ok()) << c.name;
+      ASSERT_TRUE(RunStep(c.config, batch, fused, inputs, gpu::OutputFormat::kFp64, &got).ok()) << c.name;
       const std::string what = c.name + " at index=" + index;
       EXPECT_EQ(BitDiffs(expected.topk, got.topk), 0) << what << ": topk";
       EXPECT_EQ(BitDiffs(expected.out, got.out), 0) << what << ": out";

@@ -58,7 +58,7 @@ template <int kLowp>
 __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
     FusedDecodeKernel(FusedDecodeIndex ix, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                       const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
-                      float* part_o, float2* part_ml, double* out, double* lse) {
+                      float* part_o, float2* part_ml, DeviceAttendOutputs outputs) {
   extern __shared__ __align__(16) unsigned char fused_smem[];
   __shared__ unsigned long long keys[kMaxBlocks];  // per visible block: its RankKey, stored by the CTA that scored it
   __shared__ int32_t selection[kMaxSlots];         // the (query, group)'s row, RankTopKCta's
@@ -179,8 +179,8 @@ __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kOneQueryWarps) {
-    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
-                    lse);
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml,
+                    outputs);
   }
 }
 
@@ -189,7 +189,8 @@ __global__ void __launch_bounds__(kOneQueryWarps * 32, kv_outer::kCtasPerSm)
 cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint16_t* q, const uint16_t* k,
                             const uint16_t* v, const int64_t* position, const int64_t* key_begin,
                             const AttendGeometry& g, int64_t longest_visible_blocks, float scale,
-                            const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream) {
+                            const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
+                            cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!FusedDecodeShapeFits(g, index.di, longest_visible_blocks)) return cudaErrorInvalidValue;
   const auto kernel = lowp == kLowpBF16 ? FusedDecodeKernel<kLowpBF16> : FusedDecodeKernel<kLowpF16>;
@@ -198,7 +199,7 @@ cudaError_t FusedDecodeStep(int lowp, const FusedDecodeIndex& index, const uint1
   return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float* part_o, float2* part_ml) {
     return LaunchDependentCluster(kernel, grid, dim3{unsigned(kOneQueryWarps) * 32}, kSplitKSmemBytes,
                                   unsigned(g.top_k), stream, index, q, k, v, position, key_begin, g, scale, t0, part_o,
-                                  part_ml, out, lse);
+                                  part_ml, outputs);
   });
 }
 

@@ -65,8 +65,8 @@ struct TileLauncher {
 // entries. A query list takes the general lists.
 cudaError_t Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k, const int32_t* topk,
                 const int64_t* position, const int64_t* key_begin, const int32_t* first_block, const AttendGeometry& g,
-                float scale, const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream,
-                const TileLauncher& tiles, const uint8_t* union_route, const ItemList& queries);
+                float scale, const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
+                cudaStream_t stream, const TileLauncher& tiles, const uint8_t* union_route, const ItemList& queries);
 
 // The temporary storage in bytes of RoutedAttend's selections of its path-K queries and path-U tiles
 // (union_route.cu).

@@ -152,18 +152,18 @@ __global__ void __launch_bounds__(kWarps * 32, kCtasPerSm)
 // Merge: one warp per (chunk query, head) on path K (MergeRow in kv_outer_tile.cuh), partials in kPartials' format.
 template <int kLowp, kv_outer::PartialsFormat kPartials>
 __global__ void MergeKernel(const int32_t* topk, const uint8_t* route, AttendGeometry g, ChunkQueries chunk, int64_t nq,
-                            const void* part_o, const float2* part_ml, double* out, double* lse) {
+                            const void* part_o, const float2* part_ml, DeviceAttendOutputs outputs) {
   const int64_t row = blockIdx.x * int64_t(blockDim.x / 32) + threadIdx.x / 32;  // local query * hq + head
   if (row >= nq * g.hq) return;
   const int64_t t = chunk[row / g.hq];
   const int head = int(row % g.hq);
   if (t < 0 || RoutedToU(route, g, t, head / (g.hq / g.hkv))) return;
-  MergeRow<kLowp, kPartials>(topk, g, t, head, row, part_o, part_ml, out, lse);
+  MergeRow<kLowp, kPartials>(topk, g, t, head, row, part_o, part_ml, outputs);
 }
 
 // The merge kernel for a tile kernel's partials: fp32 partials are read alike at either storage format.
 using MergeFn = void (*)(const int32_t*, const uint8_t*, AttendGeometry, ChunkQueries, int64_t, const void*,
-                         const float2*, double*, double*);
+                         const float2*, DeviceAttendOutputs);
 MergeFn MergeFor(int lowp, kv_outer::PartialsFormat partials) {
   if (partials == kv_outer::kPartialsFp32) return MergeKernel<kLowpBF16, kv_outer::kPartialsFp32>;
   return lowp == kLowpBF16 ? MergeKernel<kLowpBF16, kv_outer::kPartials16>
@@ -268,8 +268,8 @@ cudaError_t BuildGeneralLists(const int32_t* topk, const int32_t* first_block, c
 cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                           const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                           const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
-                          void* workspace, double* out, double* lse, cudaStream_t stream, const TileLauncher& tiles,
-                          const uint8_t* union_route, const ItemList& queries) {
+                          void* workspace, const DeviceAttendOutputs& outputs, cudaStream_t stream,
+                          const TileLauncher& tiles, const uint8_t* union_route, const ItemList& queries) {
   if (g.total_q <= 0) return cudaSuccess;
   unsigned char* base = static_cast<unsigned char*>(workspace);
   int32_t* offsets = reinterpret_cast<int32_t*>(base + plan.offsets);
@@ -317,8 +317,8 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
     }
     if ((err = tiles.launch(lowp, lists, stream)) != cudaSuccess) return err;
     const int64_t rows = nq * g.hq;
-    merge<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, lists.chunk, nq, part_o, part_ml, out,
-                                                        lse);
+    merge<<<unsigned((rows + 7) / 8), 256, 0, stream>>>(topk, union_route, g, lists.chunk, nq, part_o, part_ml,
+                                                        outputs);
     if ((err = cudaGetLastError()) != cudaSuccess) return err;
   }
   return cudaSuccess;
@@ -326,10 +326,10 @@ cudaError_t kv_outer::Run(int lowp, const uint16_t* q, const uint16_t* k, const 
 
 cudaError_t KvOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream) {
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                          const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   return kv_outer::Run(lowp, q, k, v, /*total_k=*/0, topk, position, key_begin, first_block, g, scale, plan, workspace,
-                       out, lse, stream,
+                       outputs, stream,
                        kv_outer::TileLauncher{PrepareMmaTiles, LaunchMmaTiles, kv_outer::kPartialsFp32},
                        /*union_route=*/nullptr, ItemList{});
 }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "gpu/attend/kv_outer.h"
+#include "gpu/common/main_outputs.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
 
@@ -282,12 +283,12 @@ __device__ inline float4 Widen(uint2 bits) {
 
 // The merged (query t, head) row: out = acc / l (lane owns value dims 4 lane..4 lane + 3), lse = m + log l (lane 0).
 __device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int head, int lane, float m, float l,
-                                      const float (&acc)[4], double* out, double* lse) {
+                                      const float (&acc)[4], const DeviceAttendOutputs& outputs) {
   if (lane * 4 < g.dv) {
-    double* dst = out + (t * g.hq + head) * g.dv + lane * 4;
-    for (int c = 0; c < 4; ++c) dst[c] = double(acc[c] / l);
+    const float row[4] = {acc[0] / l, acc[1] / l, acc[2] / l, acc[3] / l};
+    StoreOutQuad(outputs, (t * g.hq + head) * g.dv + lane * 4, row);
   }
-  if (lane == 0) lse[t * g.hq + head] = double(m + logf(l));
+  if (lane == 0) StoreLse(outputs, t * g.hq + head, m + logf(l));
 }
 
 // MergeRow: one warp merges the partials of one (query t, head) row, chunk row `row` (t's index in the chunk * Hq +
@@ -295,7 +296,7 @@ __device__ inline void WriteMergedRow(const AttendGeometry& g, int64_t t, int he
 // never from a possibly stale L1 line. part_o: in the format kPartials (fp32, or kLowp's storage format).
 template <int kLowp, PartialsFormat kPartials>
 __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, int64_t t, int head, int64_t row,
-                                const void* part_o, const float2* part_ml, double* out, double* lse) {
+                                const void* part_o, const float2* part_ml, const DeviceAttendOutputs& outputs) {
   using mma::kFullMask;
   const int lane = threadIdx.x % 32, r = head / (g.hq / g.hkv);
   const int32_t* sel = topk + (int64_t(r) * g.total_q + t) * g.top_k;
@@ -329,7 +330,7 @@ __device__ inline void MergeRow(const int32_t* topk, const AttendGeometry& g, in
       FoldPartial<kPartials == kPartials16>(ml_of_lane, weight_of_lane, slot[j], Widen<kLowp>(o[j]), owns_dims, l, acc);
     }
   }
-  WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
+  WriteMergedRow(g, t, head, lane, m, l, acc, outputs);
 }
 // docs:end gpu-kv-outer-merge
 

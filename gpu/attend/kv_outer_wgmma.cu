@@ -372,12 +372,12 @@ namespace {
 // KvOuterAttendWgmma and KvOuterAttendWgmmaP16: the chunk loop with the wgmma tiles writing `partials`.
 cudaError_t RunWgmmaTiles(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                           const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace, double* out,
-                          double* lse, cudaStream_t stream, kv_outer::PartialsFormat partials) {
+                          const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
+                          const DeviceAttendOutputs& outputs, cudaStream_t stream, kv_outer::PartialsFormat partials) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWgmmaFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   return kv_outer::Run(lowp, q, k, v, /*total_k=*/0, topk, position, key_begin, first_block, g, scale, plan, workspace,
-                       out, lse, stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr, ItemList{});
+                       outputs, stream, kv_outer::WgmmaTiles(partials), /*union_route=*/nullptr, ItemList{});
 }
 
 }  // namespace
@@ -385,17 +385,17 @@ cudaError_t RunWgmmaTiles(int lowp, const uint16_t* q, const uint16_t* k, const 
 cudaError_t KvOuterAttendWgmma(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                                const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
                                const AttendGeometry& g, float scale, const KvOuterPlan& plan, void* workspace,
-                               double* out, double* lse, cudaStream_t stream) {
-  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+                               const DeviceAttendOutputs& outputs, cudaStream_t stream) {
+  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, outputs,
                        stream, kv_outer::kPartialsFp32);
 }
 
 cudaError_t KvOuterAttendWgmmaP16(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                                   const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                                   const int32_t* first_block, const AttendGeometry& g, float scale,
-                                  const KvOuterPlan& plan, void* workspace, double* out, double* lse,
+                                  const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
                                   cudaStream_t stream) {
-  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, out, lse,
+  return RunWgmmaTiles(lowp, q, k, v, topk, position, key_begin, first_block, g, scale, plan, workspace, outputs,
                        stream, kv_outer::kPartials16);
 }
 

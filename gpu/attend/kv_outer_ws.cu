@@ -453,11 +453,11 @@ kv_outer::TileLauncher kv_outer::WsTiles() {
 cudaError_t KvOuterAttendWs(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                             const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                             const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
-                            void* workspace, double* out, double* lse, cudaStream_t stream) {
+                            void* workspace, const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!KvOuterWsFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
-  return kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace, out,
-                       lse, stream, kv_outer::WsTiles(), /*union_route=*/nullptr, ItemList{});
+  return kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace,
+                       outputs, stream, kv_outer::WsTiles(), /*union_route=*/nullptr, ItemList{});
 }
 
 }  // namespace msa::gpu

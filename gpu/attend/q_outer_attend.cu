@@ -6,6 +6,7 @@
 
 #include "gpu/attend/q_outer_layout.h"
 #include "gpu/common/device_query.h"
+#include "gpu/common/main_outputs.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/kernels.h"
 #include "gpu/topk/sorted_selection.cuh"
@@ -47,7 +48,7 @@ template <int kLowp>
 __global__ void __launch_bounds__(kWarps * 32)
     QOuterAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale,
-                       AttendLayout lay, int head_tiles, double* out, double* lse) {
+                       AttendLayout lay, int head_tiles, DeviceAttendOutputs outputs) {
   constexpr uint16_t kNegInf = kLowp == kLowpBF16 ? 0xff80 : 0xfc00;
   extern __shared__ __align__(16) unsigned char attend_smem[];
   int32_t* blocks = reinterpret_cast<int32_t*>(attend_smem);  // [top_k] selected ids, ascending
@@ -220,13 +221,13 @@ __global__ void __launch_bounds__(kWarps * 32)
       const float sum =
           ((partial[hh * kDimPad + c] + partial[(16 + hh) * kDimPad + c]) + partial[(32 + hh) * kDimPad + c]) +
           partial[(48 + hh) * kDimPad + c];
-      out[(t * g.hq + hbase + hh) * g.dv + c] = double(sum);
+      StoreOut(outputs, (t * g.hq + hbase + hh) * g.dv + c, sum);
     }
   }
   if (warp == 0 && tig == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if (gid + 8 * h < nh) lse[t * g.hq + hbase + gid + 8 * h] = double(m_row[h] + logf(l_row[h]));
+      if (gid + 8 * h < nh) StoreLse(outputs, t * g.hq + hbase + gid + 8 * h, m_row[h] + logf(l_row[h]));
     }
   }
 }
@@ -236,7 +237,7 @@ __global__ void __launch_bounds__(kWarps * 32)
 
 cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse, cudaStream_t stream) {
+                         const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!QOuterAttendFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   const AttendLayout lay = Layout(g);
@@ -245,8 +246,8 @@ cudaError_t QOuterAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   const auto kernel = lowp == kLowpBF16 ? QOuterAttendKernel<kLowpBF16> : QOuterAttendKernel<kLowpF16>;
   const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(lay.bytes));
   if (err != cudaSuccess) return err;
-  kernel<<<blocks, kWarps * 32, lay.bytes, stream>>>(q, k, v, topk, position, key_begin, g, scale, lay, head_tiles, out,
-                                                     lse);
+  kernel<<<blocks, kWarps * 32, lay.bytes, stream>>>(q, k, v, topk, position, key_begin, g, scale, lay, head_tiles,
+                                                     outputs);
   return cudaGetLastError();
 }
 

@@ -39,7 +39,7 @@ template <int kLowp, int kCtaWarps>
 __global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
     SplitKAttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                        const int64_t* position, const int64_t* key_begin, AttendGeometry g, float scale, int64_t t0,
-                       float* part_o, float2* part_ml, double* out, double* lse) {
+                       float* part_o, float2* part_ml, DeviceAttendOutputs outputs) {
   extern __shared__ __align__(16) unsigned char split_k_smem[];
   __shared__ int32_t order[kMaxSlots];  // the (query, group)'s valid slots in ascending block order
   __shared__ uint32_t valid_mask;
@@ -81,8 +81,8 @@ __global__ void __launch_bounds__(kCtaWarps * 32, kv_outer::kCtasPerSm)
   mma::CopyAsyncWait<0>();  // a -1 slot's Q copies land before the CTA exits
   ClusterSync();            // every slot's partials written and visible
   for (int row = slot + g.top_k * warp; row < group; row += g.top_k * kCtaWarps) {
-    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml, out,
-                    lse);
+    MergeClusterRow(g, t, r * group + row, t_local * g.hq + r * group + row, order, valid_mask, part_o, part_ml,
+                    outputs);
   }
 }
 
@@ -107,7 +107,8 @@ int SplitKLargestCluster() {
 
 cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         const KvOuterPlan& plan, void* workspace, double* out, double* lse, cudaStream_t stream) {
+                         const KvOuterPlan& plan, void* workspace, const DeviceAttendOutputs& outputs,
+                         cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (g.top_k > kMaxSlots) return cudaErrorInvalidValue;  // SplitKAttendFits
   const bool one_query = g.hq / g.hkv <= kRows;
@@ -120,7 +121,7 @@ cudaError_t SplitKAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
   if (err != cudaSuccess) return err;
   return ForEachSplitKChunk(g, plan, workspace, [&](int64_t t0, dim3 grid, float* part_o, float2* part_ml) {
     return LaunchDependentCluster(kernel, grid, dim3{unsigned(warps) * 32}, kSplitKSmemBytes, unsigned(g.top_k), stream,
-                                  q, k, v, topk, position, key_begin, g, scale, t0, part_o, part_ml, out, lse);
+                                  q, k, v, topk, position, key_begin, g, scale, t0, part_o, part_ml, outputs);
   });
 }
 

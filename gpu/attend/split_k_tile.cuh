@@ -230,8 +230,8 @@ __device__ inline void OneQueryTile(const uint16_t* k, const uint16_t* v, const 
 // (ld.global.cg: never a stale L1 line). top_k <= kMaxSlots.
 constexpr int kMaxSlots = kSplitKMaxSlots;
 __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int head, int64_t row, const int32_t* order,
-                                       uint32_t valid_mask, const float* part_o, const float2* part_ml, double* out,
-                                       double* lse) {
+                                       uint32_t valid_mask, const float* part_o, const float2* part_ml,
+                                       const DeviceAttendOutputs& outputs) {
   const int lane = threadIdx.x % 32, valid_slots = __popc(valid_mask);
   const int64_t base = row * g.top_k;
   const bool lane_valid = (valid_mask >> lane) & 1u;
@@ -253,7 +253,7 @@ __device__ inline void MergeClusterRow(const AttendGeometry& g, int64_t t, int h
     if (k >= valid_slots) break;  // warp-uniform
     kv_outer::FoldPartial(ml_of_lane, weight_of_lane, order[k], o[k], owns_dims, l, acc);
   }
-  kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, out, lse);
+  kv_outer::WriteMergedRow(g, t, head, lane, m, l, acc, outputs);
 }
 
 static_assert(kSmemBytes + kOneQuerySmemBytes == kSplitKSmemBytes, "SplitKAttendFits (gpu/common/kernel_fits.h)");

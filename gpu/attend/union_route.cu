@@ -107,7 +107,7 @@ cudaError_t RouteUnionTiles(const int32_t* topk, const int32_t* first_block, con
 cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                          const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                          const int32_t* first_block, const AttendGeometry& g, float scale, const KvOuterPlan& plan,
-                         const UnionTileRouting& routing, void* workspace, double* out, double* lse,
+                         const UnionTileRouting& routing, void* workspace, const DeviceAttendOutputs& outputs,
                          cudaStream_t stream, const SideStream& side) {
   if (g.total_q <= 0) return cudaSuccess;
   const DeviceCaps caps = CurrentDeviceCaps();
@@ -145,11 +145,11 @@ cudaError_t RoutedAttend(int lowp, const uint16_t* q, const uint16_t* k, const u
                  (err = cudaStreamWaitEvent(side.stream, side.fork)) != cudaSuccess)) {
     return err;
   }
-  err = kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace, out,
-                      lse, k_stream, PathKTiles(g), route, path_k);
+  err = kv_outer::Run(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, plan, workspace,
+                      outputs, k_stream, PathKTiles(g), route, path_k);
   if (err == cudaSuccess) {
     err = UnionTileWsAttend(lowp, q, k, v, total_k, topk, position, key_begin, first_block, g, scale, path_u,
-                            tile_counter, out, lse, stream);
+                            tile_counter, outputs, stream);
   }
   if (forked) {  // joined whatever failed after the fork, so that a capture in progress can still end
     cudaError_t joined = cudaEventRecord(side.join, side.stream);

@@ -35,8 +35,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     UnionTileKernel(const uint16_t* __restrict__ q, const uint16_t* __restrict__ k, const uint16_t* __restrict__ v,
                     const int32_t* __restrict__ topk, const int64_t* __restrict__ position,
                     const int64_t* __restrict__ key_begin, const int32_t* __restrict__ first_block,
-                    const AttendGeometry g, float scale, const uint8_t* __restrict__ route, double* __restrict__ out,
-                    double* __restrict__ lse) {
+                    const AttendGeometry g, float scale, const uint8_t* __restrict__ route,
+                    DeviceAttendOutputs outputs) {
 #if defined(MSA_WGMMA_ENABLED)
   const int64_t tile = blockIdx.x;
   if (route != nullptr && route[tile] == 0) return;
@@ -101,7 +101,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma::FenceOperands(o);
   }
   wgmma::CopyAsyncWait<0>();
-  WriteRows(o, state, rows, g, t_first, r, group, wg, warp, lane, out, lse);
+  WriteRows(o, state, rows, g, t_first, r, group, wg, warp, lane, outputs);
 #elif defined(__CUDA_ARCH__)
   __trap();  // built for another target: the launcher runs this kernel on sm_90 devices only
 #endif
@@ -111,8 +111,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                             const int64_t* position, const int64_t* key_begin, const int32_t* first_block,
-                            const AttendGeometry& g, float scale, const uint8_t* route, double* out, double* lse,
-                            cudaStream_t stream) {
+                            const AttendGeometry& g, float scale, const uint8_t* route,
+                            const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   if (!UnionTileFits(g, CurrentDeviceCaps())) return cudaErrorNotSupported;
   const auto kernel = lowp == kLowpBF16 ? UnionTileKernel<kLowpBF16> : UnionTileKernel<kLowpF16>;
@@ -121,7 +121,7 @@ cudaError_t UnionTileAttend(int lowp, const uint16_t* q, const uint16_t* k, cons
   const int64_t tiles = UnionTileCount(g);
   if (tiles > INT_MAX) return cudaErrorInvalidValue;
   kernel<<<unsigned(tiles), kThreads, kSmemBytes, stream>>>(q, k, v, topk, position, key_begin, first_block, g, scale,
-                                                            route, out, lse);
+                                                            route, outputs);
   return cudaGetLastError();
 }
 

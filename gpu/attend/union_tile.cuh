@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "gpu/common/kernel_fits.h"
+#include "gpu/common/main_outputs.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/wgmma.cuh"
 #include "gpu/kernels.h"
@@ -303,10 +304,10 @@ __device__ inline void RescaleAndPack(float (&o)[64], const float (&alpha)[2], c
   }
 }
 
-// out = O / l and lse = m + log l of the thread's rows, widened to FP64 (padding rows skipped).
+// out = O / l and lse = m + log l of the thread's rows, in the outputs' format (padding rows skipped).
 __device__ inline void WriteRows(const float (&o)[64], RowState& state, const RowSlots& rows, const AttendGeometry& g,
-                                 int64_t t_first, int r, int group, int wg, int warp, int lane, double* out,
-                                 double* lse) {
+                                 int64_t t_first, int r, int group, int wg, int warp, int lane,
+                                 const DeviceAttendOutputs& outputs) {
   const int tig = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -315,15 +316,14 @@ __device__ inline void WriteRows(const float (&o)[64], RowState& state, const Ro
     if (rows.pos[h] < 0) continue;  // padding row
     const int row = wg * kWgRows + warp * 16 + lane / 4 + 8 * h;
     const int64_t out_row = (t_first + rows.slot[h]) * g.hq + int64_t(r) * group + row % group;
-    double* dst = out + out_row * g.dv;
 #pragma unroll
     for (int j = 0; j < kDims / 8; ++j) {
       if (j * 8 < g.dv) {
-        *reinterpret_cast<double2*>(dst + j * 8 + tig * 2) =
-            make_double2(double(o[4 * j + 2 * h] / state.l[h]), double(o[4 * j + 2 * h + 1] / state.l[h]));
+        StoreOutPair(outputs, out_row * g.dv + j * 8 + tig * 2, o[4 * j + 2 * h] / state.l[h],
+                     o[4 * j + 2 * h + 1] / state.l[h]);
       }
     }
-    if (tig == 0) lse[out_row] = double(state.m[h] + logf(state.l[h]));
+    if (tig == 0) StoreLse(outputs, out_row, state.m[h] + logf(state.l[h]));
   }
 }
 #endif  // MSA_WGMMA_ENABLED

@@ -147,8 +147,8 @@ __device__ inline void Produce(const Smem& sm, const CUtensorMap* q_map, const C
 // A consumer warpgroup's tiles: per tile its turns over the union (see the top of this file), then its rows of out
 // and lse.
 template <int kLowp>
-__device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float scale, int tid, double* out,
-                               double* lse) {
+__device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float scale, int tid,
+                               const DeviceAttendOutputs& outputs) {
   // Warp-uniform values come through a shuffle from lane 0: ptxas takes a branch on a value it cannot prove uniform
   // (one read from shared memory, or derived from threadIdx) as divergent, and serializes the wgmma instructions
   // around it (info C7518).
@@ -218,7 +218,7 @@ __device__ inline void Consume(const Smem& sm, const AttendGeometry& g, float sc
     mbarrier::Arrive(At(bar.table_empty[i % kTables]));
     n += size;
     const int64_t following = next_tile(i + 1);  // the other warpgroup may start it while this one writes its rows
-    WriteRows(o, state, rows, g, t_first, r, group, wg, wg_warp, lane, out, lse);
+    WriteRows(o, state, rows, g, t_first, r, group, wg, wg_warp, lane, outputs);
     tile = following;
   }
 }
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                       const int64_t* __restrict__ position, const int64_t* __restrict__ key_begin,
                       const int32_t* __restrict__ first_block, const AttendGeometry g, float scale,
                       const int64_t* __restrict__ tiles, int64_t count, unsigned long long* __restrict__ tile_counter,
-                      double* __restrict__ out, double* __restrict__ lse) {
+                      DeviceAttendOutputs outputs) {
 #if defined(MSA_WGMMA_ENABLED)
   extern __shared__ __align__(16) unsigned char union_smem[];  // 1024-byte alignment is made below
   const uint32_t raw = wgmma::SharedAddress(union_smem);
@@ -274,7 +274,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   } else {
     mbarrier::TakeRegisters<kConsumerRegisters>();
-    Consume<kLowp>(sm, g, scale, tid, out, lse);
+    Consume<kLowp>(sm, g, scale, tid, outputs);
   }
 #elif defined(__CUDA_ARCH__)
   __trap();  // built for another target: the launcher runs this kernel on sm_90 devices only
@@ -286,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, int64_t total_k,
                               const int32_t* topk, const int64_t* position, const int64_t* key_begin,
                               const int32_t* first_block, const AttendGeometry& g, float scale, const ItemList& tiles,
-                              int64_t* tile_counter, double* out, double* lse, cudaStream_t stream) {
+                              int64_t* tile_counter, const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
   const DeviceCaps& caps = CurrentDeviceCaps();
   if (!UnionTileFits(g, caps)) return cudaErrorNotSupported;
@@ -307,7 +307,7 @@ cudaError_t UnionTileWsAttend(int lowp, const uint16_t* q, const uint16_t* k, co
   const unsigned ctas = unsigned(std::min<int64_t>(count, caps.sm_count));  // one per multiprocessor, persistent
   kernel<<<ctas, kThreads, kSmemBytes, stream>>>(q_map, k_map, v_map, topk, position, key_begin, first_block, g, scale,
                                                  tiles.items, count,
-                                                 reinterpret_cast<unsigned long long*>(tile_counter), out, lse);
+                                                 reinterpret_cast<unsigned long long*>(tile_counter), outputs);
   return cudaGetLastError();
 }
 

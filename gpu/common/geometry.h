@@ -70,6 +70,20 @@ struct AttendGeometry {
   int hq = 0, hkv = 0, d = 0, dv = 0, bk = 0, top_k = 0;
 };
 
+// The main branch's outputs on the device: out [total_q, Hq, Dv] and lse [total_q, Hq], in one of two formats. A
+// low-precision main branch computes both in fp32 (out = O / l, lse = m + log l): kFp64 widens each value exactly (the
+// backend's outputs; exact mode's only format, its values FP64 throughout), kBf16Fp32 rounds out to bf16 (to nearest,
+// ties to even) and stores lse as it is, a quarter and half of kFp64's bytes (the benchmarks' format, as the official
+// kernels write out and lse).
+enum class OutputFormat { kFp64, kBf16Fp32 };
+struct DeviceAttendOutputs {
+  OutputFormat format = OutputFormat::kFp64;
+  void* out = nullptr;  // kFp64: double; kBf16Fp32: bf16 bits (uint16_t)
+  void* lse = nullptr;  // kFp64: double; kBf16Fp32: float
+};
+inline DeviceAttendOutputs Fp64Outputs(double* out, double* lse) { return {OutputFormat::kFp64, out, lse}; }
+inline DeviceAttendOutputs Bf16Fp32Outputs(uint16_t* out, float* lse) { return {OutputFormat::kBf16Fp32, out, lse}; }
+
 // The bound of BlockMaxScoresFp8: |fp8 - exact| <= kFp8IndexRelBound * scale * max over the block's visible keys of
 // sum_i |q_i k_i|. Hopper's fp8 MMA keeps about 13-14 significant bits when it adds a k32 step to its accumulator
 // (DeepSeek-V3, section 3.3.2: "around 14 bits"; SageAttention2: a 22-bit accumulator with 13 mantissa bits). Di <= 128

@@ -166,53 +166,52 @@ struct AttendArgs {
 
 cudaError_t AttendExact(const AttendArgs& a) {
   return ExactAttend(a.in.q_wide, a.in.k_wide, a.in.v_wide, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                     a.config.SoftmaxScale(), a.out.out, a.out.lse);
+                     a.config.SoftmaxScale(), static_cast<double*>(a.out.out), static_cast<double*>(a.out.lse));
 }
 cudaError_t AttendGathered(const AttendArgs& a) {
   return GatheredAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                        a.scale(), a.out.out, a.out.lse, a.stream);
+                        a.scale(), a.out, a.stream);
 }
 cudaError_t AttendQOuter(const AttendArgs& a) {
   return QOuterAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                      a.scale(), a.out.out, a.out.lse, a.stream);
+                      a.scale(), a.out, a.stream);
 }
 cudaError_t AttendKvOuter(const AttendArgs& a) {
   return KvOuterAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
-                       a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+                       a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out, a.stream);
 }
 cudaError_t AttendKvOuterWgmma(const AttendArgs& a) {
   return KvOuterAttendWgmma(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin,
-                            a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
-                            a.out.lse, a.stream);
+                            a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out,
+                            a.stream);
 }
 cudaError_t AttendKvOuterWgmmaP16(const AttendArgs& a) {
   return KvOuterAttendWgmmaP16(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin,
-                               a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
-                               a.out.lse, a.stream);
+                               a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out,
+                               a.stream);
 }
 cudaError_t AttendKvOuterWs(const AttendArgs& a) {
   return KvOuterAttendWs(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
-                         a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out,
-                         a.out.lse, a.stream);
+                         a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out, a.stream);
 }
 cudaError_t AttendUnionTile(const AttendArgs& a) {
   return UnionTileAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.in.first_block,
-                         a.ws.geometry, a.scale(), /*route=*/nullptr, a.out.out, a.out.lse, a.stream);
+                         a.ws.geometry, a.scale(), /*route=*/nullptr, a.out, a.stream);
 }
 cudaError_t AttendUnionTileWs(const AttendArgs& a) {
   return UnionTileWsAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
-                           a.in.first_block, a.ws.geometry, a.scale(), ItemList{}, a.ws.tile_counter.get(), a.out.out,
-                           a.out.lse, a.stream);
+                           a.in.first_block, a.ws.geometry, a.scale(), ItemList{}, a.ws.tile_counter.get(), a.out,
+                           a.stream);
 }
 cudaError_t AttendRouted(const AttendArgs& a) {
   return RoutedAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.ws.total_k, a.in.topk, a.in.position, a.in.key_begin,
                       a.in.first_block, a.ws.geometry, a.scale(), a.ws.kv_outer,
-                      UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out.out, a.out.lse, a.stream,
+                      UnionTileRoutingOf(a.config, kH200Ceilings), a.ws.bytes.get(), a.out, a.stream,
                       a.ws.side.handles());
 }
 cudaError_t AttendSplitK(const AttendArgs& a) {
   return SplitKAttend(a.lowp(), a.in.q, a.in.k, a.in.v, a.in.topk, a.in.position, a.in.key_begin, a.ws.geometry,
-                      a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out.out, a.out.lse, a.stream);
+                      a.scale(), a.ws.kv_outer, a.ws.bytes.get(), a.out, a.stream);
 }
 
 using AttendFn = cudaError_t (*)(const AttendArgs&);
@@ -423,6 +422,9 @@ Status AttendOnDevice(const Config& config, const KernelPlan& plan, const Device
                       const DeviceAttendOutputs& outputs, AttendWorkspace* workspace, cudaStream_t stream) {
   const AttendFn attend = AttendKernelFor(plan.attend);
   if (attend == nullptr) return NotPlanned("main-branch kernel");
+  if (plan.attend == AttendKernel::kExact && outputs.format != OutputFormat::kFp64) {
+    return InvalidArgument("gpu pipeline: attend=exact writes FP64 out and lse only, not bf16 out with fp32 lse");
+  }
   if (workspace->geometry.total_q <= 0) return Status::Ok();
   MSA_CUDA_RETURN_IF_ERROR(attend(AttendArgs{config, inputs, outputs, *workspace, stream}));
   return Status::Ok();
@@ -456,7 +458,7 @@ Status StepOnDevice(const Config& config, const Batch& batch, const KernelPlan& 
   MSA_CUDA_RETURN_IF_ERROR(FusedDecodeStep(LowpCode(config.precision), fused, attend_inputs.q, attend_inputs.k,
                                            attend_inputs.v, attend_inputs.position, attend_inputs.key_begin,
                                            ws.geometry, longest_row_blocks, float(config.SoftmaxScale()), ws.kv_outer,
-                                           ws.bytes.get(), outputs.out, outputs.lse, stream));
+                                           ws.bytes.get(), outputs, stream));
   return Status::Ok();
 }
 

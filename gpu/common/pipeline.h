@@ -103,11 +103,6 @@ struct DeviceAttendInputs {
   const int32_t* first_block = nullptr;  // [total_q]: KV-outer only
 };
 
-struct DeviceAttendOutputs {
-  double* out = nullptr;  // [total_q, Hq, Dv]
-  double* lse = nullptr;  // [total_q, Hq]
-};
-
 // The KV-outer lists and partial results (empty for the other main-branch kernels), attend=routed's side stream for
 // path K, and attend=union-tile-ws's tile counter.
 struct AttendWorkspace {
@@ -122,7 +117,8 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
                                AttendWorkspace* workspace);
 
 // Enqueues the main branch under `plan`; the workspace from AllocateAttendWorkspace with the same config, shapes and
-// plan.
+// plan. outputs: either format (gpu/common/geometry.h) for a low-precision plan, kFp64 for attend=exact (refused
+// otherwise).
 Status AttendOnDevice(const Config& config, const KernelPlan& plan, const DeviceAttendInputs& inputs,
                       const DeviceAttendOutputs& outputs, AttendWorkspace* workspace, cudaStream_t stream);
 // Whether AttendOnDevice under `plan` enqueues on `stream` only (every low-precision main branch).

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "gpu/common/fp16_score.cuh"
+#include "gpu/common/main_outputs.cuh"
 #include "gpu/common/mma.cuh"
 #include "gpu/common/online_max_sum.cuh"
 #include "gpu/kernels.h"
@@ -256,8 +257,8 @@ size_t AttendSmemBytes(int top_k, int dpad, int dvpad) {
 template <int kLowp, int kDvTiles>
 __global__ void __launch_bounds__(32)
     AttendKernel(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk, const int64_t* position,
-                 const int64_t* key_begin, AttendGeometry g, float scale, double* out, double* lse, int dpad, int dvpad,
-                 int head_tiles) {
+                 const int64_t* key_begin, AttendGeometry g, float scale, DeviceAttendOutputs outputs, int dpad,
+                 int dvpad, int head_tiles) {
   extern __shared__ __align__(16) unsigned char attend_smem[];
   int64_t* prefix = reinterpret_cast<int64_t*>(attend_smem);  // [top_k + 1]
   int64_t* keypos = prefix + g.top_k + 1;                     // [16]
@@ -372,14 +373,14 @@ __global__ void __launch_bounds__(32)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = i * 8 + tig * 2 + e;
-        if (c < g.dv && gid < nh) out[(t * g.hq + hbase + gid) * g.dv + c] = double(o[i][e]);
-        if (c < g.dv && gid + 8 < nh) out[(t * g.hq + hbase + gid + 8) * g.dv + c] = double(o[i][2 + e]);
+        if (c < g.dv && gid < nh) StoreOut(outputs, (t * g.hq + hbase + gid) * g.dv + c, o[i][e]);
+        if (c < g.dv && gid + 8 < nh) StoreOut(outputs, (t * g.hq + hbase + gid + 8) * g.dv + c, o[i][2 + e]);
       }
     }
   }
   if (tig == 0) {
-    if (gid < nh) lse[t * g.hq + hbase + gid] = double(m_a + logf(l_a));
-    if (gid + 8 < nh) lse[t * g.hq + hbase + gid + 8] = double(m_b + logf(l_b));
+    if (gid < nh) StoreLse(outputs, t * g.hq + hbase + gid, m_a + logf(l_a));
+    if (gid + 8 < nh) StoreLse(outputs, t * g.hq + hbase + gid + 8, m_b + logf(l_b));
   }
 }
 // docs:end gpu-lowp-attend
@@ -402,7 +403,7 @@ cudaError_t LaunchBlockScores(const uint16_t* index_q, const uint16_t* index_k, 
 template <int kLowp, int kDvTiles>
 cudaError_t LaunchAttend(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                          const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                         double* out, double* lse, cudaStream_t stream) {
+                         const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   const int dpad = RoundUp(g.d, 16), dvpad = RoundUp(g.dv, 8);
   const size_t smem = AttendSmemBytes(g.top_k, dpad, dvpad);
   if (smem > 48 * 1024) {
@@ -413,18 +414,18 @@ cudaError_t LaunchAttend(const uint16_t* q, const uint16_t* k, const uint16_t* v
   const int group = g.hq / g.hkv, head_tiles = (group + 15) / 16;
   const int64_t blocks = g.total_q * g.hkv * head_tiles;
   AttendKernel<kLowp, kDvTiles><<<unsigned(blocks), 32, smem, stream>>>(q, k, v, topk, position, key_begin, g, scale,
-                                                                        out, lse, dpad, dvpad, head_tiles);
+                                                                        outputs, dpad, dvpad, head_tiles);
   return cudaGetLastError();
 }
 
 template <int kLowp>
 cudaError_t AttendFor(const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                       const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                      double* out, double* lse, cudaStream_t stream) {
+                      const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   const int tiles = RoundUp(g.dv, 8) / 8;
-  if (tiles <= 4) return LaunchAttend<kLowp, 4>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
-  if (tiles <= 16) return LaunchAttend<kLowp, 16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
-  return LaunchAttend<kLowp, 32>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
+  if (tiles <= 4) return LaunchAttend<kLowp, 4>(q, k, v, topk, position, key_begin, g, scale, outputs, stream);
+  if (tiles <= 16) return LaunchAttend<kLowp, 16>(q, k, v, topk, position, key_begin, g, scale, outputs, stream);
+  return LaunchAttend<kLowp, 32>(q, k, v, topk, position, key_begin, g, scale, outputs, stream);
 }
 
 }  // namespace
@@ -466,10 +467,10 @@ cudaError_t LowpIndexLse(int lowp, const uint16_t* index_q, const uint16_t* inde
 
 cudaError_t GatheredAttend(int lowp, const uint16_t* q, const uint16_t* k, const uint16_t* v, const int32_t* topk,
                            const int64_t* position, const int64_t* key_begin, const AttendGeometry& g, float scale,
-                           double* out, double* lse, cudaStream_t stream) {
+                           const DeviceAttendOutputs& outputs, cudaStream_t stream) {
   if (g.total_q <= 0) return cudaSuccess;
-  if (lowp == kLowpBF16) return AttendFor<kLowpBF16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
-  return AttendFor<kLowpF16>(q, k, v, topk, position, key_begin, g, scale, out, lse, stream);
+  if (lowp == kLowpBF16) return AttendFor<kLowpBF16>(q, k, v, topk, position, key_begin, g, scale, outputs, stream);
+  return AttendFor<kLowpF16>(q, k, v, topk, position, key_begin, g, scale, outputs, stream);
 }
 
 }  // namespace msa::gpu

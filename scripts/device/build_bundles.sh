@@ -32,7 +32,7 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test"
+tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
 W=bench/results/index_span_2026-12-06/without_spans.patch
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -51,6 +51,7 @@ head/bin/gpu_plans_test       | main/gpu_plans_test
 head/bin/gpu_lowp_test        | main/gpu_lowp_test
 head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
+head/bin/gpu_out_format_test   | main/gpu_out_format_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 span/bin/gpu_bench            | main/gpu_bench
 span/bin/gpu_bench_base       | before/gpu_bench
