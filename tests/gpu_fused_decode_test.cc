@@ -32,30 +32,24 @@ struct FusedCase {
   bool overflow = false;                // one (query, group)'s index query scaled until its dots overflow
 };
 
-Config M3(Precision precision = Precision::kBf16) {
-  Config c;
-  c.precision = precision;
-  return c;
-}
-
 std::vector<FusedCase> FusedCases() {
   std::vector<FusedCase> cases;
-  cases.push_back({"m3_4k", M3(), {1}, {4096}});
+  cases.push_back({"m3_4k", M3Config(), {1}, {4096}});
   // Rows of 1 key, part of a block, one block and a key, 16 blocks, and 64 blocks (4 for each of the 16 CTAs).
-  cases.push_back({"m3_rows", M3(), {1, 1, 1, 1, 1}, {1, 100, 129, 2048, 8192}});
-  cases.push_back({"m3_multi_token", M3(), {3, 2}, {300, 5000}});
-  Config small = M3(Precision::kFp16);
+  cases.push_back({"m3_rows", M3Config(), {1, 1, 1, 1, 1}, {1, 100, 129, 2048, 8192}});
+  cases.push_back({"m3_multi_token", M3Config(), {3, 2}, {300, 5000}});
+  Config small = M3Config(Precision::kFp16);
   small.num_q_heads = 32;  // groups of 8 heads
   small.top_k = 8;         // clusters of 8, 4 blocks for each CTA at 4K
   cases.push_back({"fp16_top8_group8", small, {1, 1}, {4096, 1000}});
-  Config forced = M3();
+  Config forced = M3Config();
   forced.init_blocks = 1;
   forced.local_blocks = 2;
   cases.push_back({"forced_init1_local2", forced, {1, 1, 1}, {3000, 256, 129}});
-  Config bk64 = M3();
+  Config bk64 = M3Config();
   bk64.block_size = 64;
   cases.push_back({"block64", bk64, {1, 1}, {4096, 2000}});
-  cases.push_back({"overflow", M3(), {1, 1}, {4096, 700}, true});
+  cases.push_back({"overflow", M3Config(), {1, 1}, {4096, 700}, true});
   return cases;
 }
 
@@ -92,12 +86,8 @@ TEST(GpuFusedDecode, OneLaunchGivesTheSeparateStagesBits) {
   MSA_REQUIRE_GPU();
   int64_t compared = 0;
   for (const FusedCase& c : FusedCases()) {
-    std::vector<int32_t> cu_q{0}, cu_k{0};
-    for (size_t b = 0; b < c.q_lens.size(); ++b) {
-      cu_q.push_back(cu_q.back() + c.q_lens[b]);
-      cu_k.push_back(cu_k.back() + c.k_lens[b]);
-    }
-    const Batch batch{cu_q, cu_k};
+    const LengthsBatch lengths(c.q_lens, c.k_lens);
+    const Batch batch = lengths.batch();
     StepInputs inputs;
     MakeInputs(c.config, batch, c.overflow, &inputs);
     for (const char* index : {"mma", "wgmma"}) {
@@ -124,8 +114,8 @@ TEST(GpuFusedDecode, OneLaunchGivesTheSeparateStagesBits) {
       for (int64_t row = 0; row < c.config.num_kv_heads * total_q; ++row) {
         const int64_t t = row % total_q;
         int64_t b = 0;
-        while (cu_q[b + 1] <= t) ++b;
-        const int64_t pos = c.k_lens[b] - c.q_lens[b] + (t - cu_q[b]);
+        while (batch.cu_seqlens_q[b + 1] <= t) ++b;
+        const int64_t pos = c.k_lens[b] - c.q_lens[b] + (t - batch.cu_seqlens_q[b]);
         const int64_t visible = pos / c.config.block_size + 1, valid = std::min(visible, top_k);
         const int32_t* slots = &expected.topk[size_t(row * top_k)];
         EXPECT_EQ(slots[valid - 1], int32_t(visible - 1)) << what << ": row " << row << " ends with its local block";

@@ -48,18 +48,12 @@ struct FormatCase {
   std::vector<int32_t> q_lens, k_lens;  // per sequence
 };
 
-Config M3(Precision precision = Precision::kBf16) {
-  Config c;
-  c.precision = precision;
-  return c;
-}
-
 // A prefill of two sequences, a decode batch (split-k and fused-decode take it) and fp16 with groups of 8.
 std::vector<FormatCase> FormatCases() {
   std::vector<FormatCase> cases;
-  cases.push_back({"prefill_two_sequences", M3(), {300, 70}, {1500, 70}});
-  cases.push_back({"decode_batch", M3(), {1, 1, 1}, {4096, 100, 8000}});
-  Config small = M3(Precision::kFp16);
+  cases.push_back({"prefill_two_sequences", M3Config(), {300, 70}, {1500, 70}});
+  cases.push_back({"decode_batch", M3Config(), {1, 1, 1}, {4096, 100, 8000}});
+  Config small = M3Config(Precision::kFp16);
   small.num_q_heads = 32;
   small.top_k = 8;
   cases.push_back({"fp16_group8", small, {40, 1}, {3000, 3000}});
@@ -97,12 +91,8 @@ TEST(GpuOutFormat, Bf16OutAndFp32LseAreTheFp64ValuesRounded) {
   std::set<int> ran;
   int64_t runs = 0;
   for (const FormatCase& c : FormatCases()) {
-    std::vector<int32_t> cu_q{0}, cu_k{0};
-    for (size_t b = 0; b < c.q_lens.size(); ++b) {
-      cu_q.push_back(cu_q.back() + c.q_lens[b]);
-      cu_k.push_back(cu_k.back() + c.k_lens[b]);
-    }
-    const Batch batch{cu_q, cu_k};
+    const LengthsBatch lengths(c.q_lens, c.k_lens);
+    const Batch batch = lengths.batch();
     StepInputs inputs;
     MakeInputs(c.config, batch, /*overflow=*/false, &inputs);
     for (const gpu::AttendKernel kernel : kernels) {

@@ -59,6 +59,25 @@ inline void ExpectSameBits(const Outputs& expected, const Outputs& got, const st
   EXPECT_EQ(BitDiffs(expected.lse, got.lse), 0) << what << ": lse";
 }
 
+// MiniMax-M3's config (Config's defaults) at `precision`.
+inline Config M3Config(Precision precision = Precision::kBf16) {
+  Config c;
+  c.precision = precision;
+  return c;
+}
+
+// Sequences of q_lens[b] queries over k_lens[b] keys: the cu_seqlens it owns, and the Batch viewing them.
+struct LengthsBatch {
+  std::vector<int32_t> cu_q{0}, cu_k{0};
+  LengthsBatch(const std::vector<int32_t>& q_lens, const std::vector<int32_t>& k_lens) {
+    for (size_t b = 0; b < q_lens.size(); ++b) {
+      cu_q.push_back(cu_q.back() + q_lens[b]);
+      cu_k.push_back(cu_k.back() + k_lens[b]);
+    }
+  }
+  Batch batch() const { return Batch{cu_q, cu_k}; }
+};
+
 // The canonical and the large cases (oracle/cases.h), in list order.
 inline std::vector<TestCase> AllCases() {
   std::vector<TestCase> cases = CanonicalCases();
