@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Call 1 of bench/results/out_format_2026-12-07.md (carry .devbuild/carry after scripts/device/build_bundles.sh), most
-# wanted first, each step skipped where the budget has no room for it: the output formats' test, the 1M prefill against torch SDPA (bf16 out: 16 GiB, where FP64 out alone is 64 GiB), the 128K routed
-# main branch writing FP64 and bf16 out, the twin and oracle tests the change of every main-branch store touches, then
-# the decode targets.
+# wanted first, each step skipped where the budget has no room for it: the output formats' test; the 1M prefill
+# against torch SDPA (bf16 out: 16 GiB, where FP64 out alone is 64 GiB); the 128K routed main branch writing FP64 and
+# bf16 out; the twin and oracle tests that the change of every main-branch store touches; then the decode targets.
 set -uo pipefail
 source scripts/device/head_bundle.sh
 export COMMIT=${COMMIT:-unknown} PYTHONUNBUFFERED=1 STEPS_BUDGET=${STEPS_BUDGET:-570}
