@@ -15,7 +15,7 @@
 //                  where m' = m), p = e^(s - m') (ex2.approx) packed to the storage format, l = alpha l + sum p
 //                  (fp32), O = alpha O
 //   O += P V       8 x wgmma m64n128k16, P from registers, V MN-major in shared memory
-// then out = O / l and lse = m + log l per row, widened to FP64. A row's bits depend on its own selection only.
+// then out = O / l and lse = m + log l per row, in the outputs' format. A row's bits depend on its own selection only.
 // docs:end gpu-union-tile-math
 #ifndef MSA_GPU_ATTEND_UNION_TILE_CUH_
 #define MSA_GPU_ATTEND_UNION_TILE_CUH_
