@@ -274,10 +274,11 @@ def main():
     res["seconds"] = time.time() - started
 
     f = lambda x, spec=".2f": "-" if x is None else format(x, spec)
+    formats = ", ".join(sorted({r["ours"]["out_format"] for r in prefill if "out_format" in r.get("ours", {})})) or "-"
     md = [f"# gpu benchmark: MSA kernels vs torch SDPA and FlexAttention on one {res['device']}", "",
           f"{res['date']}, commit {res['commit']}, torch {res['torch']}; M3 shapes (Hq 64, Hkv = Hidx 4, D = Di 128, "
           f"Bk 128, top_k 16), bf16, max pooling; the main branch writes out and lse as "
-          f"{', '.join(sorted({r['ours'].get('out_format', 'fp64') for r in prefill if 'ours' in r}) or ['-'])} "
+          f"{formats} "
           f"(bf16: bf16 out, fp32 lse); medians of CUDA-event timed repetitions after warm-up.", "",
           f"Ceilings measured in this run: bf16 GEMM {gemm:.0f} TFLOP/s (8192^3 torch.matmul), fp8 e4m3 GEMM "
           f"{f(gemm_fp8, '.0f')} TFLOP/s (8192^3 torch._scaled_mm, unit scales), device copy "

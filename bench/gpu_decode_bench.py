@@ -52,9 +52,11 @@ def main():
     date = datetime.date.today().isoformat()
     stem = os.path.join(args.out, f"gpu_decode_bench_{date}" + (f"_{args.tag}" if args.tag else ""))
     result = dict(date=date, commit=args.commit, copy_gbps=copy, rows=rows)
+    formats = ", ".join(sorted({r["out_format"] for r in rows if "out_format" in r})) or "-"
     lines = ["# Decode step by main-branch plan, M3 shapes (bf16; Hq 64, Hkv 4, D 128, Bk 128, top_k 16)", "",
              f"commit {args.commit}; copy ceiling {copy:.0f} GB/s measured in this run; median of {args.reps} "
-             "repetitions; times in microseconds", "",
+             "repetitions; times in microseconds; out and lse written as "
+             f"{formats} (bf16: bf16 out, fp32 lse)", "",
              "| batch x q_len x KV | plan | index | top-k | main | main graph | step graph | main graph, cold | "
              "step graph, cold | main graph, back to back | step graph, back to back | MB read | "
              "% copy (step, back to back) | checks |",

@@ -4,7 +4,8 @@ overlap50, overlap90; last: MiniMax's "last 16 blocks"; pages: MiniMax's shared 
 pipeline's own selection (indexer) of i.i.d. and of structured index inputs (bench/structured_index.h: lowrank,
 clustered), under each main-branch plan asked for (--plans; e.g. kv-outer-wgmma = path K, union-tile = path U, routed =
 both by the device planner). Each row prints the selection's mean union of 4 and 8 consecutive queries' rows, the main
-branch's median time (out and lse written as bf16 and fp32 unless a plan asks out=fp64), and its useful FLOPs (4 Hq D sum |S_t|, SPEC section 6) as a share of the GEMM ceiling. With
+branch's median time (out and lse written as bf16 and fp32 unless a plan asks out=fp64), and its useful
+FLOPs (4 Hq D sum |S_t|, SPEC section 6) as a share of the GEMM ceiling. With
 --sdpa, torch SDPA's dense causal prefill is timed at each length in the same run, and each row also gets the whole
 prefill: the index branch and top-k of that plan's indexer row (i.i.d. inputs) plus the row's main branch, against
 SDPA. gpu_bench checks every row of the selection and that no output stays poisoned.
