@@ -4,18 +4,17 @@
 #ifndef MSA_GPU_COMMON_MAIN_OUTPUTS_CUH_
 #define MSA_GPU_COMMON_MAIN_OUTPUTS_CUH_
 
-#include <cuda_bf16.h>
-
 #include <cstdint>
 
 #include "gpu/common/geometry.h"
+#include "gpu/common/mma.cuh"
 
 namespace msa::gpu {
 
 // out[i] = x.
 __device__ inline void StoreOut(const DeviceAttendOutputs& o, int64_t i, float x) {
   if (o.format == OutputFormat::kBf16Fp32) {
-    static_cast<uint16_t*>(o.out)[i] = __bfloat16_as_ushort(__float2bfloat16_rn(x));
+    static_cast<uint16_t*>(o.out)[i] = mma::FromFloat<kLowpBF16>(x);
   } else {
     static_cast<double*>(o.out)[i] = double(x);
   }
@@ -24,7 +23,7 @@ __device__ inline void StoreOut(const DeviceAttendOutputs& o, int64_t i, float x
 // out[i], out[i + 1] = a, b; i even.
 __device__ inline void StoreOutPair(const DeviceAttendOutputs& o, int64_t i, float a, float b) {
   if (o.format == OutputFormat::kBf16Fp32) {
-    *reinterpret_cast<__nv_bfloat162*>(static_cast<uint16_t*>(o.out) + i) = __floats2bfloat162_rn(a, b);
+    *reinterpret_cast<uint32_t*>(static_cast<uint16_t*>(o.out) + i) = mma::Pack<kLowpBF16>(a, b);
   } else {
     *reinterpret_cast<double2*>(static_cast<double*>(o.out) + i) = make_double2(double(a), double(b));
   }
@@ -33,9 +32,8 @@ __device__ inline void StoreOutPair(const DeviceAttendOutputs& o, int64_t i, flo
 // out[i .. i + 3] = x[0 .. 3]; i a multiple of 4.
 __device__ inline void StoreOutQuad(const DeviceAttendOutputs& o, int64_t i, const float (&x)[4]) {
   if (o.format == OutputFormat::kBf16Fp32) {
-    const __nv_bfloat162 lo = __floats2bfloat162_rn(x[0], x[1]), hi = __floats2bfloat162_rn(x[2], x[3]);
     *reinterpret_cast<uint2*>(static_cast<uint16_t*>(o.out) + i) =
-        make_uint2(*reinterpret_cast<const uint32_t*>(&lo), *reinterpret_cast<const uint32_t*>(&hi));
+        make_uint2(mma::Pack<kLowpBF16>(x[0], x[1]), mma::Pack<kLowpBF16>(x[2], x[3]));
   } else {
     double2* dst = reinterpret_cast<double2*>(static_cast<double*>(o.out) + i);
     dst[0] = make_double2(double(x[0]), double(x[1]));
