@@ -260,7 +260,8 @@ Result Run(const Shape& shape, const KernelPlan& requested, int reps, const ::ms
   const bool wide_out = shape.out_format == OutputFormat::kFp64;
   const int out_type = wide_out ? kInF64 : kInBF16, lse_type = wide_out ? kInF64 : kInF32;
   const int64_t out_n = total_q * kHq * kDim, lse_n = total_q * kHq;
-  const size_t out_bytes = size_t(out_n) * (wide_out ? 8 : 2), lse_bytes = size_t(lse_n) * (wide_out ? 8 : 4);
+  const size_t out_bytes = size_t(out_n) * OutValueBytes(shape.out_format);
+  const size_t lse_bytes = size_t(lse_n) * LseValueBytes(shape.out_format);
   DeviceBuffer<unsigned char> out = Allocate<unsigned char>(int64_t(out_bytes), "out");  // [total_q, Hq, Dv]
   DeviceBuffer<unsigned char> lse = Allocate<unsigned char>(int64_t(lse_bytes), "lse");  // [total_q, Hq]
   // 2 index flags, 2 counts, the output digests of the main branch on the stream and as a replayed graph, the output

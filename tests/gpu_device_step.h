@@ -97,7 +97,8 @@ inline Status RunStep(const Config& config, const Batch& batch, const gpu::Kerne
   const int64_t total_q = batch.total_q(), hkv = config.num_kv_heads, top_k = config.top_k;
   const int64_t out_n = total_q * config.num_q_heads * config.value_dim, lse_n = total_q * config.num_q_heads;
   const bool wide = format == gpu::OutputFormat::kFp64;
-  const size_t out_bytes = size_t(out_n) * (wide ? 8 : 2), lse_bytes = size_t(lse_n) * (wide ? 8 : 4);
+  const size_t out_bytes = size_t(out_n) * gpu::OutValueBytes(format);
+  const size_t lse_bytes = size_t(lse_n) * gpu::LseValueBytes(format);
   gpu::DeviceBuffer<int32_t> topk;
   gpu::DeviceBuffer<unsigned char> out, lse;
   gpu::DeviceBuffer<unsigned long long> flags;

@@ -81,6 +81,9 @@ struct DeviceAttendOutputs {
   void* out = nullptr;  // kFp64: double; kBf16Fp32: bf16 bits (uint16_t)
   void* lse = nullptr;  // kFp64: double; kBf16Fp32: float
 };
+// Bytes of one out and one lse value in `format`.
+inline int OutValueBytes(OutputFormat format) { return format == OutputFormat::kFp64 ? 8 : 2; }
+inline int LseValueBytes(OutputFormat format) { return format == OutputFormat::kFp64 ? 8 : 4; }
 inline DeviceAttendOutputs Fp64Outputs(double* out, double* lse) { return {OutputFormat::kFp64, out, lse}; }
 inline DeviceAttendOutputs Bf16Fp32Outputs(uint16_t* out, float* lse) { return {OutputFormat::kBf16Fp32, out, lse}; }
 
