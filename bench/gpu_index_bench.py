@@ -1,7 +1,9 @@
 """The index branch (block maxima) of two or more gpu_bench builds side by side, one device run: the bf16 GEMM and
 copy ceilings measured first, then each build's prefill at each length and decode at each KV, the builds interleaved
 in every round so that clocks and heat treat them alike. Prefill rows give the index kernel's FLOPs (Hkv Di N(N+1),
-gpu_bench's index_flops) per second as a share of the GEMM ceiling; decode rows the index time alone. gpu_bench checks
+gpu_bench's index_flops) per second as a share of the GEMM ceiling; decode rows the index time alone. The top-k time
+and the index branch's whole (index + top-k, per run, then the median) stand beside it: a build or plan that moves work
+between the two (topk=running ranks inside the index kernel) is judged by the sum. gpu_bench checks
 every selection row of every run (checks: passed only when every run of the row did). The index branch decides the
 selection and so the outputs: "outputs" says whether a build's out and lse (gpu_bench's outputs_digest, every run)
 have the first build's bits on the same case.
@@ -52,6 +54,8 @@ def main():
         if good:
             row["index_ms"] = statistics.median(r["index_ms"] for r in good)
             row["index_ms_all"] = [r["index_ms"] for r in good]
+            row["topk_ms"] = statistics.median(r["topk_ms"] for r in good)
+            row["branch_ms"] = statistics.median(r["index_ms"] + r["topk_ms"] for r in good)
             row["plan"] = good[0]["plan"]
             row["outputs_digests"] = sorted({r.get("outputs_digest", "") for r in good})
             if mode == "prefill":
@@ -66,12 +70,13 @@ def main():
              f"commit {args.commit}; bf16 GEMM ceiling {gemm:.1f} TFLOP/s and copy {ceiling['copy_gbps']:.0f} GB/s "
              f"measured in this run; each row the median of {args.rounds} rounds (each the median of {args.reps} "
              "repetitions), the builds interleaved in every round", "",
-             "| mode | N or KV | build | index ms | every round | % of GEMM | outputs | checks |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| mode | N or KV | build | index ms | every round | % of GEMM | top-k ms | index + top-k ms | outputs "
+             "| checks |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     digests = {(r["mode"], r["n"], r["build"]): r.get("outputs_digests") for r in rows}
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | | | | | error: {r['error'][:80]} |")
+            lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | | | | | | | error: {r['error'][:80]} |")
             continue
         share = f"{100 * r['index_share_of_gemm']:.1f}" if "index_share_of_gemm" in r else ""
         every = ", ".join(f"{ms:.4f}" for ms in r["index_ms_all"])
@@ -84,7 +89,8 @@ def main():
             outputs = r["outputs_digests"][0]
         else:
             outputs = f"same bits as {first_build}" if r["outputs_digests"] == first else "BITS DIFFER"
-        lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | {r['index_ms']:.4f} | {every} | {share} | {outputs} | "
+        lines.append(f"| {r['mode']} | {r['n']} | {r['build']} | {r['index_ms']:.4f} | {every} | {share} | "
+                     f"{r['topk_ms']:.4f} | {r['branch_ms']:.4f} | {outputs} | "
                      f"{'passed' if r['checks_passed'] else 'FAILED'} |")
     return write_report(stem, result, lines)
 

@@ -102,6 +102,16 @@ cudaError_t BlockMaxScores(int lowp, const uint16_t* index_q, const uint16_t* in
 // cudaErrorNotSupported otherwise (nothing enqueued).
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream = nullptr);
+// BlockMaxScoresWgmma with a running top-k (topk=running, block_max_wgmma.cuh): two-warpgroup CTAs on the grid of
+// PlanRunningTopKGrid keep each row's best candidates of their key span (RankKey of the scaled block max, the blocks
+// [init_end, local_begin) of its forced-block rule) and write them to lists [nq * Hidx rows][splits]
+// [RunningTopKListLength(top_k)] (RunningTopKListEntries 64-bit keys, descending, 0 past the span's candidates);
+// MergeRunningTopK ranks them. The block maxima also go to bs (BlockMaxScores' contract) where bs is not null, and
+// bad rows to bad_row as there. Needs BlockMaxTopKWgmmaFits(di, bk, scale, top_k), a chunk of one sequence and
+// the 32-bit geometry (BlockMaxGeometryFits32); returns cudaErrorNotSupported otherwise (nothing enqueued).
+cudaError_t BlockMaxTopKWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
+                              float scale, float* bs, unsigned long long* lists, unsigned long long* bad_row,
+                              cudaStream_t stream = nullptr);
 // The same block maxima on e4m3 inputs (block_max_fp8.cu, sm_90a only): index_q and
 // index_k hold OCP E4M3FN bytes (RoundToE4M3), laid out as above with one byte per element. BlockMaxScoresWgmma's
 // kernel with wgmma m64n128k32 .e4m3 (A from registers, B = K-major key tiles) and its contract: bs[row * max_blocks
@@ -147,6 +157,12 @@ cudaError_t RankTopKThreshold(const float* bs, const ChunkGeometry& g, void* wor
 // otherwise, nothing enqueued). One launch, a programmatic dependent of the kernel before it on `stream`, no
 // workspace, graph-capturable. A batched chunk: grid y = its sequences.
 cudaError_t RankTopKCta(const float* bs, const ChunkGeometry& g, int32_t* topk, cudaStream_t stream = nullptr);
+// RankTopK's selection, bit for bit, from BlockMaxTopKWgmma's lists of the same chunk (merge_running_topk.cu): one
+// warp per row merges the lists of the spans that hold its candidates. One launch, a programmatic dependent of the
+// index kernel before it on `stream`, graph-capturable. A chunk of one sequence with top_k <= kRunningTopKMaxTake + 1
+// (cudaErrorInvalidValue otherwise, nothing enqueued).
+cudaError_t MergeRunningTopK(const unsigned long long* lists, const ChunkGeometry& g, int32_t* topk,
+                             cudaStream_t stream = nullptr);
 // Mean pooling in fp32 (CUDA cores).
 cudaError_t LowpMeanScores(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                            float scale, float* bs, unsigned long long* bad_row);

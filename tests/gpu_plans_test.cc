@@ -59,7 +59,9 @@ std::map<std::string, gpu::KernelPlan> RunnablePlans(const Config& config, const
 std::string BitClass(gpu::KernelPlan plan) {
   using namespace gpu;
   if (plan.index == IndexKernel::kWgmma) plan.index = IndexKernel::kMma;
-  if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta) plan.topk = TopKKernel::kWarp;
+  if (plan.topk == TopKKernel::kThreshold || plan.topk == TopKKernel::kCta || plan.topk == TopKKernel::kRunning) {
+    plan.topk = TopKKernel::kWarp;
+  }
   plan.batch = IndexBatch::kPerSequence;
   if (plan.lists == KvLists::kDirect) plan.lists = KvLists::kGeneral;
   // fused-decode's main branch on a given selection is split-k; split-k builds no lists, its tiles and merge are

@@ -255,6 +255,10 @@ TEST(KernelPlan, EachForcedValueRunsWhereItFits) {
              "index=wgmma,batch=batched,topk=cta,lists=-,attend=fused-decode");
   ExpectRuns(lowp, Decode(4, 1, 4096), kH200Caps, "index=mma,attend=fused-decode",
              "index=mma,batch=batched,topk=cta,lists=-,attend=fused-decode");
+  ExpectRuns(lowp, Prefill(512), kH200Caps, "topk=running",
+             "index=wgmma,batch=per-sequence,topk=running,lists=general,attend=routed");
+  ExpectRuns(lowp, Decode(4, 1, 512), kH200Caps, "topk=running,attend=kv-outer-ws",  // one sequence a launch
+             "index=wgmma,batch=per-sequence,topk=running,lists=direct,attend=kv-outer-ws");
 }
 
 TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheValue) {
@@ -281,6 +285,11 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(wide_k, Decode(4, 1, 8192), kH200Caps, "topk=cta", "top_k <= 33");
   ExpectRefused(lowp, Decode(1, 1, int64_t(1) << 25), kH200Caps, "topk=cta", "262144 blocks) within 232448 bytes");
   ExpectRefused(lowp, Prefill(512), kH200Caps, "batch=batched", "not a decode batch");
+  ExpectRefused(lowp, Prefill(512), kA100Caps, "topk=running", "the wgmma index kernel");
+  ExpectRefused(lowp, Prefill(512), kH200Caps, "index=mma,topk=running", "needs index=wgmma (this plan: index=mma)");
+  ExpectRefused(exact, Prefill(512), kH200Caps, "topk=running", "precision exact takes topk=exact");
+  ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=running", "top_k <= 33 (this one: 40)");
+  ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "topk=running,batch=batched", "runs per sequence");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");
   ExpectRefused(lowp, Decode(4, 2, 512), kH200Caps, "attend=kv-outer-wgmma,lists=direct", "one query per sequence");
@@ -332,6 +341,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   Config fp16_scores = lowp;
   fp16_scores.score_format = ScoreFormat::kFp16;
   ExpectRefused(fp16_scores, Decode(4, 1, 4096), kH200Caps, "attend=fused-decode", "score_format native");
+  ExpectRefused(fp16_scores, Prefill(512), kH200Caps, "topk=running", "score_format native, not fp16");
   Config group32 = lowp;
   group32.num_q_heads = 128;
   ExpectRefused(group32, Decode(4, 1, 4096), kH200Caps, "attend=fused-decode", "at most 16 heads (this one: 32)");
@@ -386,7 +396,7 @@ TEST(KernelPlanParser, SetKernelPlanForTestOverridesTheEnvironmentUntilCleared) 
 
 TEST(KernelPlan, AllRequestablePlansIsEveryCombinationOfConcreteValues) {
   const std::vector<KernelPlan> plans = AllRequestablePlans();
-  EXPECT_EQ(plans.size(), size_t(6 * 2 * 5 * 3 * 12));  // index, batch, topk, lists (auto, direct, general), attend
+  EXPECT_EQ(plans.size(), size_t(6 * 2 * 6 * 3 * 12));  // index, batch, topk, lists (auto, direct, general), attend
   int64_t accepted = 0;
   for (const KernelPlan& requested : plans) {
     KernelPlan plan;

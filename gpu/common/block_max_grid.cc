@@ -30,4 +30,18 @@ BlockMaxGrid PlanBlockMaxGrid(const DeviceCaps& caps, const ChunkGeometry& g, in
   return plan;
 }
 
+BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes) {
+  BlockMaxGrid plan = PlanBlockMaxGrid(caps, g, kRunningTopKCtaRows, /*ctas_per_sm=*/1, key_bytes);
+  if (plan.splits > kRunningTopKMaxSplits) {
+    const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
+    plan.blocks_per_cta = (num_blocks + kRunningTopKMaxSplits - 1) / kRunningTopKMaxSplits;
+    plan.splits = (num_blocks + plan.blocks_per_cta - 1) / plan.blocks_per_cta;
+  }
+  return plan;
+}
+
+int64_t RunningTopKListEntries(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes) {
+  return g.nq * g.hidx * PlanRunningTopKGrid(caps, g, key_bytes).splits * RunningTopKListLength(g.top_k);
+}
+
 }  // namespace msa::gpu

@@ -17,6 +17,11 @@ bool BlockMaxScoresWgmmaFits(int di, int bk, float scale, const DeviceCaps& caps
          caps.RunsSm90a();
 }
 
+bool BlockMaxTopKWgmmaFits(int di, int bk, float scale, int top_k, const DeviceCaps& caps) {
+  return BlockMaxScoresWgmmaFits(di, bk, scale, caps) && top_k <= kRunningTopKMaxTake + 1 &&
+         kBlockMaxTopKWgmmaSmemBytes <= size_t(caps.max_shared_bytes);
+}
+
 bool BlockMaxScoresFp8Fits(int di, int bk, float scale, const DeviceCaps& caps) {
   const bool no_overflow = double(scale) * 2.0 * di * double(kE4M3Max) * kE4M3Max <= double(FLT_MAX);
   return di > 0 && di % 16 == 0 && di <= kBlockMaxDiPad && bk > 0 && bk % kBlockMaxKeyTile == 0 && scale > 0.0f &&

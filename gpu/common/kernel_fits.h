@@ -26,6 +26,11 @@ inline constexpr float kE4M3Max = 448.0f;
 bool BlockMaxScoresFits(int di, int bk, float scale);
 // BlockMaxScoresWgmma: BlockMaxScoresFits, its shared memory, an sm_90a device.
 bool BlockMaxScoresWgmmaFits(int di, int bk, float scale, const DeviceCaps& caps);
+// BlockMaxTopKWgmma (topk=running): BlockMaxScoresWgmmaFits with its rows' running lists in shared memory as well
+// (128 rows of kRunningTopKMaxTake 64-bit keys), and top_k <= kRunningTopKMaxTake + 1.
+inline constexpr int kRunningTopKMaxTake = 32;
+inline constexpr size_t kBlockMaxTopKWgmmaSmemBytes = kBlockMaxWgmmaSmemBytes + 128 * kRunningTopKMaxTake * 8;
+bool BlockMaxTopKWgmmaFits(int di, int bk, float scale, int top_k, const DeviceCaps& caps);
 // BlockMaxScoresFp8: di a multiple of 16 up to 128, bk a multiple of 64, scale > 0 with scale * 2 * di * 448^2 <=
 // FLT_MAX (no dot overflows), its shared memory, an sm_90a device.
 bool BlockMaxScoresFp8Fits(int di, int bk, float scale, const DeviceCaps& caps);

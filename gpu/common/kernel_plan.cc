@@ -31,7 +31,8 @@ constexpr Named<IndexBatch> kBatchNames[] = {
     {IndexBatch::kAuto, "auto"}, {IndexBatch::kPerSequence, "per-sequence"}, {IndexBatch::kBatched, "batched"}};
 constexpr Named<TopKKernel> kTopKNames[] = {{TopKKernel::kAuto, "auto"},           {TopKKernel::kExact, "exact"},
                                             {TopKKernel::kInsertion, "insertion"}, {TopKKernel::kWarp, "warp"},
-                                            {TopKKernel::kThreshold, "threshold"}, {TopKKernel::kCta, "cta"}};
+                                            {TopKKernel::kThreshold, "threshold"}, {TopKKernel::kCta, "cta"},
+                                            {TopKKernel::kRunning, "running"}};
 constexpr Named<KvLists> kListsNames[] = {
     {KvLists::kAuto, "auto"}, {KvLists::kNone, "-"}, {KvLists::kDirect, "direct"}, {KvLists::kGeneral, "general"}};
 constexpr Named<AttendKernel> kAttendNames[] = {{AttendKernel::kAuto, "auto"},
@@ -198,6 +199,19 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCa
   MSA_RETURN_IF_ERROR(RefusePrecision("topk", value, requested == TopKKernel::kExact, config));
   if ((requested == TopKKernel::kWarp || requested == TopKKernel::kThreshold) && !warp_fits) {
     return Refuse("topk", value, "needs top_k <= 33, not " + std::to_string(config.top_k));
+  }
+  if (requested == TopKKernel::kRunning && config.score_format != ScoreFormat::kNative) {
+    return Refuse("topk", value,
+                  "ranks the block scores as the index kernel computes them, so it needs score_format native, not " +
+                      std::string(ScoreFormatName(config.score_format)));
+  }
+  if (requested == TopKKernel::kRunning &&
+      !BlockMaxTopKWgmmaFits(int(config.index_head_dim), int(config.block_size), float(config.IndexScale()),
+                             int(config.top_k), caps)) {
+    return Refuse("topk", value,
+                  "needs top_k <= " + std::to_string(kRunningTopKMaxTake + 1) +
+                      " (this one: " + std::to_string(config.top_k) + ") and the wgmma index kernel with " +
+                      std::to_string(kBlockMaxTopKWgmmaSmemBytes) + " bytes of shared memory (" + CapsText(caps) + ")");
   }
   if (requested == TopKKernel::kCta && !cta_fits) {
     return Refuse("topk", value,
@@ -452,6 +466,11 @@ Status PlanKernels(const Config& config, const KernelShapes& shapes, const Devic
   KernelPlan p;
   MSA_RETURN_IF_ERROR(PlanIndex(config, shapes, caps, requested.index, &p.index));
   MSA_RETURN_IF_ERROR(PlanTopK(config, shapes, caps, requested.topk, &p.topk));
+  if (p.topk == TopKKernel::kRunning && p.index != IndexKernel::kWgmma) {
+    return Refuse("topk", "running",
+                  "ranks inside the wgmma index kernel, so it needs index=wgmma (this plan: index=" +
+                      std::string(NameOf(kIndexNames, p.index)) + ")");
+  }
   MSA_RETURN_IF_ERROR(PlanBatch(config, shapes, p.index, p.topk, requested.batch, &p.batch));
   MSA_RETURN_IF_ERROR(PlanAttend(config, shapes, caps, requested.attend, &p.attend));
   MSA_RETURN_IF_ERROR(PlanLists(config, shapes, p.attend, requested.lists, &p.lists));

@@ -46,6 +46,10 @@ enum class TopKKernel {
   kWarp,       // "warp": RankTopK, one warp per row (top_k <= 33)
   kThreshold,  // "threshold": RankTopKThreshold, RankTopK's selection with a threshold filter and split rows
   kCta,        // "cta": RankTopKCta, RankTopK's selection with one CTA per row (decode)
+  // "running": RankTopK's selection without the block scores' round trip through memory: the index kernel
+  // (BlockMaxTopKWgmma, index=wgmma only) keeps each row's best candidates of its key span as it scores, and
+  // MergeRunningTopK merges the spans' lists (score_format native, per-sequence chunks).
+  kRunning,
 };
 // The query lists of the KV-outer main branch.
 enum class KvLists {

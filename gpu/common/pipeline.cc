@@ -4,6 +4,7 @@
 #include <cmath>
 #include <iterator>
 
+#include "gpu/common/device_query.h"
 #include "gpu/common/union_tile_plan.h"
 
 namespace msa::gpu {
@@ -33,6 +34,7 @@ struct SelectArgs {
   const DeviceSelection& out;
   SelectWorkspace& ws;
   cudaStream_t stream;
+  bool keep_scores;  // whoever reads the block scores (on_scores): a running top-k writes them too
   float scale() const { return float(config.IndexScale()); }
   int lowp() const { return LowpCode(config.precision); }
   unsigned long long* bad_row() const { return out.flags; }
@@ -67,14 +69,21 @@ cudaError_t ScoreWgmma(const SelectArgs& a, const ChunkGeometry& g) {
   return BlockMaxScoresWgmma(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(), a.ws.bs_float.get(), a.bad_row(),
                              a.stream);
 }
+cudaError_t ScoreWgmmaRunning(const SelectArgs& a, const ChunkGeometry& g) {
+  return BlockMaxTopKWgmma(a.lowp(), a.in.index_q, a.in.index_k, g, a.scale(),
+                           a.keep_scores ? a.ws.bs_float.get() : nullptr, a.ws.running_lists.get(), a.bad_row(),
+                           a.stream);
+}
 cudaError_t ScoreFp8(const SelectArgs& a, const ChunkGeometry& g) {
   return BlockMaxScoresFp8(a.in.index_q_e4m3, a.in.index_k_e4m3, g, a.scale(), a.ws.bs_float.get(), a.bad_row(),
                            a.stream);
 }
 
 using ScoreFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
-ScoreFn ScoreKernel(IndexKernel kernel) {
-  switch (kernel) {
+// The index launch of a plan: its index kernel's, or with topk=running the wgmma kernel that ranks as it scores.
+ScoreFn ScoreKernel(const KernelPlan& plan) {
+  if (plan.topk == TopKKernel::kRunning) return plan.index == IndexKernel::kWgmma ? ScoreWgmmaRunning : nullptr;
+  switch (plan.index) {
     case IndexKernel::kExact:
       return ScoreExact;
     case IndexKernel::kTokenScores:
@@ -112,6 +121,9 @@ cudaError_t RankThreshold(const SelectArgs& a, const ChunkGeometry& g) {
 cudaError_t RankCta(const SelectArgs& a, const ChunkGeometry& g) {
   return RankTopKCta(a.ws.bs_float.get(), g, a.out.topk, a.stream);
 }
+cudaError_t RankRunning(const SelectArgs& a, const ChunkGeometry& g) {
+  return MergeRunningTopK(a.ws.running_lists.get(), g, a.out.topk, a.stream);
+}
 
 using RankFn = cudaError_t (*)(const SelectArgs&, const ChunkGeometry&);
 RankFn RankKernel(TopKKernel kernel) {
@@ -126,6 +138,8 @@ RankFn RankKernel(TopKKernel kernel) {
       return RankThreshold;
     case TopKKernel::kCta:
       return RankCta;
+    case TopKKernel::kRunning:
+      return RankRunning;
     case TopKKernel::kAuto:
       break;
   }
@@ -333,6 +347,13 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
   }
   ws->topk_split_bytes =
       plan.topk == TopKKernel::kThreshold ? RankTopKThresholdWorkspaceBytes(rank_rows, int(top_k)) : 0;
+  if (plan.topk == TopKKernel::kRunning) {
+    int64_t entries = 0;
+    for (const ChunkGeometry& g : ws->chunks) {
+      entries = std::max(entries, RunningTopKListEntries(CurrentDeviceCaps(), g, di * 2));  // bf16 / fp16 index keys
+    }
+    MSA_RETURN_IF_ERROR(ws->running_lists.Allocate(entries, "running top-k lists"));
+  }
   MSA_RETURN_IF_ERROR(ws->topk_split_lists.Allocate(int64_t(ws->topk_split_bytes), "top-k split lists"));
   return Status::Ok();
 }
@@ -340,11 +361,11 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
 Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan& plan, const DeviceIndexInputs& inputs,
                       const DeviceSelection& selection, SelectWorkspace* workspace, cudaStream_t stream,
                       const ChunkScoresFn& on_scores, const StageHooks& hooks, const ProgressFn& progress) {
-  const ScoreFn score = ScoreKernel(plan.index);
+  const ScoreFn score = ScoreKernel(plan);
   const RankFn rank = RankKernel(plan.topk);
   if (score == nullptr) return NotPlanned("index kernel");
   if (rank == nullptr) return NotPlanned("top-k kernel");
-  const SelectArgs a{config, inputs, selection, *workspace, stream};
+  const SelectArgs a{config, inputs, selection, *workspace, stream, bool(on_scores)};
   const bool exact = config.precision == Precision::kExact;
   const int64_t hidx = config.num_kv_heads, total_q = batch.total_q();
   // Every index kernel writes each row's visible blocks and every ranking kernel reads no others, so the -inf fill of

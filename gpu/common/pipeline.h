@@ -58,6 +58,7 @@ struct SelectWorkspace {
   DeviceBuffer<float> bs_float;
   DeviceBuffer<unsigned char> topk_split_lists;
   size_t topk_split_bytes = 0;
+  DeviceBuffer<unsigned long long> running_lists;  // topk=running: the index kernel's lists of a chunk
   DeviceBuffer<SequenceChunk> sequences;
 };
 Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const KernelPlan& plan, bool want_lse,

@@ -93,8 +93,10 @@ struct E4M3Operands {
 template <int kWgs, bool kTma>
 __global__ void __launch_bounds__(kWgs * 128, 1)
     BlockMaxFp8Kernel(const uint8_t* index_q, const uint8_t* index_k, const __grid_constant__ CUtensorMap key_map,
-                      ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
-  block_max::BlockMaxCta<E4M3Operands, kWgs, kTma>(index_q, index_k, &key_map, g, scale, blocks_per_cta, bs, bad_row);
+                      ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* lists,
+                      unsigned long long* bad_row) {
+  block_max::BlockMaxCta<E4M3Operands, kWgs, kTma, /*kRunning=*/false>(index_q, index_k, &key_map, g, scale,
+                                                                       blocks_per_cta, bs, lists, bad_row);
 }
 
 }  // namespace
@@ -115,7 +117,8 @@ cudaError_t BlockMaxScoresFp8(const uint8_t* index_q, const uint8_t* index_k, co
     if (wgs == 1) return tma ? BlockMaxFp8Kernel<1, true> : BlockMaxFp8Kernel<1, false>;
     return tma ? BlockMaxFp8Kernel<2, true> : BlockMaxFp8Kernel<2, false>;
   };
-  return block_max::LaunchBlockMax<E4M3Operands>(pick, index_q, index_k, g, scale, bs, bad_row, stream);
+  return block_max::LaunchBlockMax<E4M3Operands>(pick, index_q, index_k, g, scale, bs, /*lists=*/nullptr, bad_row,
+                                                 stream);
 }
 
 }  // namespace msa::gpu

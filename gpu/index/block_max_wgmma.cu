@@ -125,33 +125,45 @@ struct Lowp16Operands {
 #endif  // MSA_WGMMA_ENABLED
 };
 
-template <int kLowp, bool kScaledCheck, int kWgs, bool kTma>
+template <int kLowp, bool kScaledCheck, int kWgs, bool kTma, bool kRunning>
 __global__ void __launch_bounds__(kWgs * 128, 1)
     BlockMaxWgmmaKernel(const uint16_t* index_q, const uint16_t* index_k, const __grid_constant__ CUtensorMap key_map,
-                        ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
-  block_max::BlockMaxCta<Lowp16Operands<kLowp, kScaledCheck>, kWgs, kTma>(index_q, index_k, &key_map, g, scale,
-                                                                          blocks_per_cta, bs, bad_row);
+                        ChunkGeometry g, float scale, int64_t blocks_per_cta, float* bs, unsigned long long* lists,
+                        unsigned long long* bad_row) {
+  block_max::BlockMaxCta<Lowp16Operands<kLowp, kScaledCheck>, kWgs, kTma, kRunning>(
+      index_q, index_k, &key_map, g, scale, blocks_per_cta, bs, lists, bad_row);
 }
 
+// lists null: the block maxima into bs; else the running top-k (two warpgroups) into lists, and into bs where it is
+// not null.
 template <int kLowp, bool kScaledCheck>
 cudaError_t BlockMaxWgmmaFor(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
-                             float* bs, unsigned long long* bad_row, cudaStream_t stream) {
+                             float* bs, unsigned long long* lists, unsigned long long* bad_row, cudaStream_t stream) {
+  using Ops = Lowp16Operands<kLowp, kScaledCheck>;
+  if (lists != nullptr) {
+    const auto pick = [](int, bool tma) {
+      return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, true, true>
+                 : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, false, true>;
+    };
+    return block_max::LaunchBlockMax<Ops>(pick, index_q, index_k, g, scale, bs, lists, bad_row, stream);
+  }
   const auto pick = [](int wgs, bool tma) {
     if (wgs == 1)
-      return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, true>
-                 : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, false>;
-    return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, true> : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, false>;
+      return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, true, false>
+                 : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 1, false, false>;
+    return tma ? BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, true, false>
+               : BlockMaxWgmmaKernel<kLowp, kScaledCheck, 2, false, false>;
   };
-  return block_max::LaunchBlockMax<Lowp16Operands<kLowp, kScaledCheck>>(pick, index_q, index_k, g, scale, bs, bad_row,
-                                                                        stream);
+  return block_max::LaunchBlockMax<Ops>(pick, index_q, index_k, g, scale, bs, nullptr, bad_row, stream);
 }
 
 // The kernel for this precision and scale (MaxCheckFold: the unscaled check where scale <= 1).
 template <int kLowp>
 cudaError_t BlockMaxWgmmaForScale(const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g, float scale,
-                                  float* bs, unsigned long long* bad_row, cudaStream_t stream) {
-  if (scale <= 1.0f) return BlockMaxWgmmaFor<kLowp, false>(index_q, index_k, g, scale, bs, bad_row, stream);
-  return BlockMaxWgmmaFor<kLowp, true>(index_q, index_k, g, scale, bs, bad_row, stream);
+                                  float* bs, unsigned long long* lists, unsigned long long* bad_row,
+                                  cudaStream_t stream) {
+  if (scale <= 1.0f) return BlockMaxWgmmaFor<kLowp, false>(index_q, index_k, g, scale, bs, lists, bad_row, stream);
+  return BlockMaxWgmmaFor<kLowp, true>(index_q, index_k, g, scale, bs, lists, bad_row, stream);
 }
 
 }  // namespace
@@ -159,6 +171,9 @@ cudaError_t BlockMaxWgmmaForScale(const uint16_t* index_q, const uint16_t* index
 static_assert(block_max::SmemBytes<Lowp16Operands<kLowpBF16, false>>(2) == kBlockMaxWgmmaSmemBytes &&
                   block_max::SmemBytes<Lowp16Operands<kLowpF16, true>>(2) == kBlockMaxWgmmaSmemBytes,
               "BlockMaxScoresWgmmaFits (gpu/common/kernel_fits.h)");
+static_assert(block_max::SmemBytes<Lowp16Operands<kLowpBF16, false>>(2, true) == kBlockMaxTopKWgmmaSmemBytes &&
+                  kRunningTopKCtaRows == 2 * 64,
+              "BlockMaxTopKWgmmaFits (gpu/common/kernel_fits.h), PlanRunningTopKGrid (gpu/common/block_max_grid.h)");
 
 cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
                                 float scale, float* bs, unsigned long long* bad_row, cudaStream_t stream) {
@@ -170,8 +185,24 @@ cudaError_t BlockMaxScoresWgmma(int lowp, const uint16_t* index_q, const uint16_
   if (g.nq * g.hidx > kInt32Max - 256 || g.pos0 + g.nq + g.bk > kInt32Max) {
     return BlockMaxScores(lowp, index_q, index_k, g, scale, bs, bad_row, stream);
   }
-  if (lowp == kLowpBF16) return BlockMaxWgmmaForScale<kLowpBF16>(index_q, index_k, g, scale, bs, bad_row, stream);
-  return BlockMaxWgmmaForScale<kLowpF16>(index_q, index_k, g, scale, bs, bad_row, stream);
+  if (lowp == kLowpBF16) {
+    return BlockMaxWgmmaForScale<kLowpBF16>(index_q, index_k, g, scale, bs, nullptr, bad_row, stream);
+  }
+  return BlockMaxWgmmaForScale<kLowpF16>(index_q, index_k, g, scale, bs, nullptr, bad_row, stream);
+}
+
+cudaError_t BlockMaxTopKWgmma(int lowp, const uint16_t* index_q, const uint16_t* index_k, const ChunkGeometry& g,
+                              float scale, float* bs, unsigned long long* lists, unsigned long long* bad_row,
+                              cudaStream_t stream) {
+  if (g.nq * g.hidx <= 0) return cudaSuccess;
+  if (lists == nullptr || !BlockMaxTopKWgmmaFits(g.di, g.bk, scale, g.top_k, CurrentDeviceCaps()) ||
+      !BlockMaxGeometryFits32(g.nq * g.hidx, g.pos0 + g.nq - 1, g.bk)) {
+    return cudaErrorNotSupported;
+  }
+  if (lowp == kLowpBF16) {
+    return BlockMaxWgmmaForScale<kLowpBF16>(index_q, index_k, g, scale, bs, lists, bad_row, stream);
+  }
+  return BlockMaxWgmmaForScale<kLowpF16>(index_q, index_k, g, scale, bs, lists, bad_row, stream);
 }
 
 }  // namespace msa::gpu

@@ -16,7 +16,14 @@
 //                  with kMasked; ForEachScoreOfHalf visits the scores), Max(a, b) combines two lanes' maxima,
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
-// 32 KiB each), 64 * kWgs query rows of kQStride elements, 1 KiB alignment slack (SmemBytes).
+// 32 KiB each), 64 * kWgs query rows of kQStride elements, with a running top-k (kRunning) each row's list of
+// kRunningTopKMaxTake 64-bit keys, 1 KiB alignment slack (SmemBytes).
+// The running top-k (kRunning, topk=running): instead of (or, where bs is not null, besides) storing a row's block
+// maximum, the thread that holds it inserts the block's RankKey into the row's list in shared memory when the block is
+// one of the row's ranked candidates [init_end, local_begin): the list keeps the row's best `take` keys of the CTA's
+// span in descending order (0: empty). At the end the CTA writes each row's list to
+// lists[(row * gridDim.y + span) * RunningTopKListLength(top_k) + j], j < that length. MergeRunningTopK merges a
+// row's spans into RankTopK's selection: the best `take` keys of the row are among the best `take` of each span.
 // The key tiles come in one of two ways (kTma), with the same bytes in the stages wherever a score is read: cp.async
 // by every thread (zero fill past the CTA's key end and past di), or, where the vectors fill the padded dims
 // (TmaKeyTiles) and the grid's CTAs gain by it (BulkCopiesPay), one bulk tensor copy per column block issued by thread
@@ -40,6 +47,7 @@
 #include "gpu/common/tensor_map.h"
 #include "gpu/common/wgmma.cuh"
 #include "gpu/kernels.h"
+#include "gpu/topk/rank_row.cuh"
 
 namespace msa::gpu::block_max {
 
@@ -70,11 +78,20 @@ struct Layout {
                 "query rows hold a padded vector and start on 16-byte boundaries");
 };
 
-// Dynamic shared memory of a CTA of `wgs` warpgroups.
+// Dynamic shared memory of a CTA of `wgs` warpgroups, with or without the rows' running top-k lists.
 template <class Ops>
-constexpr size_t SmemBytes(int wgs) {
+constexpr size_t SmemBytes(int wgs, bool running = false) {
   return 1024 /* alignment slack */ + size_t(kStages) * Layout<Ops>::kStageBytes +
-         size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element);
+         size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element) +
+         (running ? size_t(wgs) * 64 * kRunningTopKMaxTake * sizeof(unsigned long long) : 0);
+}
+
+// Inserts `key` into list[0, len) (descending, 0 = empty) when it beats list[len - 1]; keys are distinct.
+__device__ __forceinline__ void InsertRanked(unsigned long long* list, int len, unsigned long long key) {
+  if (len <= 0 || key <= list[len - 1]) return;
+  int i = len - 1;
+  for (; i > 0 && list[i - 1] < key; --i) list[i] = list[i - 1];
+  list[i] = key;
 }
 
 #if defined(MSA_WGMMA_ENABLED)
@@ -108,18 +125,20 @@ struct RowState {
   int pos[2];        // key position of the row's query, -1 past the chunk
   int local[2];      // pos / bk: the last block the row sees
   int row[2];        // chunk row
-  float* bs_row[2];  // the row's block maxima: bs + row * max_blocks (bs for a row past the chunk)
+  float* bs_row[2];  // the row's block maxima: bs + row * max_blocks (bs for a row past the chunk; null without bs)
   Fold fold;         // the running maxima (and the flavor's bad-row state)
   bool bad[2];       // a written block max scaled to a non-finite value
 };
 
-// One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs, its bad
-// rows into bad_row. Launched by LaunchBlockMax (grid of PlanBlockMaxGrid with 64 * kWgs-row tiles). With kTma the
-// key tiles come from key_map (the map of the chunk's keys that LaunchBlockMax encodes), else from index_k.
-template <class Ops, int kWgs, bool kTma>
+// One CTA of the kernel (the kernels' whole body): block maxima of its rows over its key blocks into bs (kRunning:
+// into its rows' lists, and into bs where it is not null), its bad rows into bad_row. Launched by LaunchBlockMax (grid
+// of PlanBlockMaxGrid with 64 * kWgs-row tiles; kRunning: of PlanRunningTopKGrid). With kTma the key tiles come from
+// key_map (the map of the chunk's keys that LaunchBlockMax encodes), else from index_k.
+template <class Ops, int kWgs, bool kTma, bool kRunning>
 __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q, const typename Ops::Element* index_k,
                                             const CUtensorMap* key_map, ChunkGeometry g, float scale,
-                                            int64_t blocks_per_cta, float* bs, unsigned long long* bad_row) {
+                                            int64_t blocks_per_cta, float* bs, unsigned long long* lists,
+                                            unsigned long long* bad_row) {
 #if defined(MSA_WGMMA_ENABLED)
   AllowDependents();  // the top-k may launch now; it waits for this grid's end
   using Element = typename Ops::Element;
@@ -134,12 +153,18 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const uint32_t k_smem = raw + pad;  // [kStages][kColBlocks][128 keys][128 B], swizzled
   // [kCtaRows][kQStride] elements, after the stages
   Element* qs = reinterpret_cast<Element*>(block_max_smem + pad + kStages * L::kStageBytes);
+  // kRunning: [kCtaRows][kRunningTopKMaxTake] keys, after the query rows
+  unsigned long long* row_lists = reinterpret_cast<unsigned long long*>(qs + kCtaRows * kQStride);
 
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
   // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes
   // the wgmmas that stay in flight across the loop's back edge (C7518).
   const int64_t map_first_key = g.key_begin;  // kTma: the key at the tensor map's row 0
-  if constexpr (Ops::kBatchedChunks) bs += EnterSequence(g, blockIdx.z) * g.max_blocks;
+  if constexpr (Ops::kBatchedChunks) {
+    const int64_t first_row = EnterSequence(g, blockIdx.z);
+    if (!kRunning || bs != nullptr) bs += first_row * g.max_blocks;
+    if constexpr (kRunning) lists += first_row * int64_t(gridDim.y) * RunningTopKListLength(g.top_k);
+  }
   const int hidx = g.hidx, bk = g.bk;
   const int rows = int(g.nq) * hidx;
   const int tiles_x = (rows + kCtaRows - 1) / kCtaRows;
@@ -171,6 +196,9 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
                        valid);
   }
   wgmma::CopyAsyncCommit();
+  if constexpr (kRunning) {
+    for (int e = tid; e < kCtaRows * kRunningTopKMaxTake; e += kThreads) row_lists[e] = 0;  // published below
+  }
 
   // kTma: the stages' mbarriers, one phase per tile (tile i completes phase i / kStages of stage i % kStages).
   __shared__ alignas(8) uint64_t key_full[kStages];
@@ -242,7 +270,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     st.row[h] = row0 + warp * 16 + gid + 8 * h;
     st.pos[h] = st.row[h] < rows ? pos0 + st.row[h] / hidx : -1;
     st.local[h] = st.pos[h] >= 0 ? st.pos[h] / bk : -1;
-    st.bs_row[h] = bs + (st.pos[h] >= 0 ? int64_t(st.row[h]) * g.max_blocks : 0);
+    st.bs_row[h] = !kRunning || bs != nullptr ? bs + (st.pos[h] >= 0 ? int64_t(st.row[h]) * g.max_blocks : 0) : nullptr;
     st.fold.Start(h, scale);
     st.bad[h] = false;
   }
@@ -287,7 +315,13 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
       v = Ops::Fold::Max(v, __shfl_xor_sync(mma::kFullMask, v, 2));
       if (tig == 0 && st.pos[h] >= 0 && blk <= st.local[h]) {
         const float value = v * scale;
-        st.bs_row[h][blk] = value;
+        if (!kRunning || st.bs_row[h] != nullptr) st.bs_row[h][blk] = value;
+        if constexpr (kRunning) {  // the row's forced blocks worked out here: no registers held across the loop
+          const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
+          if (!f.IsForced(blk)) {
+            InsertRanked(row_lists + (warp * 16 + gid + 8 * h) * kRunningTopKMaxTake, int(f.take), RankKey(value, blk));
+          }
+        }
         if (!isfinite(value)) st.bad[h] = true;
       }
       st.fold.best[h] = -INFINITY;
@@ -376,6 +410,16 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     reduce(acc0, tile);
   }
   wgmma::CopyAsyncWait<0>();
+  if constexpr (kRunning) {
+    __syncthreads();  // every row's list complete
+    const int len = int(RunningTopKListLength(g.top_k));
+    for (int e = tid; e < kCtaRows * len; e += kThreads) {
+      const int rr = e / len, j = e % len;
+      if (row0 + rr < rows) {
+        lists[(int64_t(row0 + rr) * gridDim.y + blockIdx.y) * len + j] = row_lists[rr * kRunningTopKMaxTake + j];
+      }
+    }
+  }
 
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -384,16 +428,17 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     }
   }
 #elif defined(__CUDA_ARCH__)
-  (void)index_q, (void)index_k, (void)key_map, (void)g, (void)scale, (void)blocks_per_cta, (void)bs, (void)bad_row;
+  (void)index_q, (void)index_k, (void)key_map, (void)g, (void)scale, (void)blocks_per_cta, (void)bs, (void)lists;
+  (void)bad_row;
   __trap();  // built for another target: the launchers run these kernels on sm_90 devices only
 #endif
 }
 
-// The kernels' signature: (index_q, index_k, key_map, g, scale, blocks_per_cta, bs, bad_row); key_map is a
-// __grid_constant__ parameter, read by the kTma kernels only.
+// The kernels' signature: (index_q, index_k, key_map, g, scale, blocks_per_cta, bs, lists, bad_row); key_map is a
+// __grid_constant__ parameter, read by the kTma kernels only; lists by the kRunning kernels only.
 template <class Element>
 using BlockMaxKernel = void (*)(const Element*, const Element*, const CUtensorMap, ChunkGeometry, float, int64_t,
-                                float*, unsigned long long*);
+                                float*, unsigned long long*, unsigned long long*);
 
 // Whether a chunk's key tiles can come by bulk tensor copy: index_k's rows [key_begin, key_begin + k_len) (a plain
 // chunk's sequence, or a batched chunk's whole batch) in a kernel that takes the chunk, with vectors that fill the
@@ -415,16 +460,19 @@ inline bool BulkCopiesPay(int wgs, int64_t blocks_per_cta) {
 }
 
 // Launches the kernel of pick(wgs, tma): one warpgroup for chunks of <= 64 rows, two otherwise; on the grid of
-// PlanBlockMaxGrid; tma where TmaKeyTiles and BulkCopiesPay hold, with the map of the chunk's keys. A batched chunk
-// to a kernel that takes none: cudaErrorNotSupported, nothing enqueued.
+// PlanBlockMaxGrid; tma where TmaKeyTiles and BulkCopiesPay hold, with the map of the chunk's keys. With lists (the
+// running top-k: pick gives kRunning kernels) two warpgroups and the grid of PlanRunningTopKGrid. A batched chunk to
+// a kernel that takes none: cudaErrorNotSupported, nothing enqueued.
 template <class Ops, class Pick>
 cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, const typename Ops::Element* index_k,
-                           const ChunkGeometry& g, float scale, float* bs, unsigned long long* bad_row,
-                           cudaStream_t stream) {
+                           const ChunkGeometry& g, float scale, float* bs, unsigned long long* lists,
+                           unsigned long long* bad_row, cudaStream_t stream) {
   using Element = typename Ops::Element;
   if (g.sequences != nullptr && !Ops::kBatchedChunks) return cudaErrorNotSupported;
-  const int wgs = g.nq * g.hidx <= 64 ? 1 : 2;
-  const size_t smem = SmemBytes<Ops>(wgs);
+  const bool running = lists != nullptr;
+  const int wgs = running || g.nq * g.hidx > 64 ? 2 : 1;
+  const size_t smem = SmemBytes<Ops>(wgs, running);
+  const int64_t key_bytes = int64_t(g.di) * int64_t(sizeof(Element));
   // The grid from the cp.async kernel's occupancy: both kernels of a wgs take the same threads and shared memory,
   // which is what limits them to one CTA per multiprocessor.
   int ctas_per_sm = 0;
@@ -432,8 +480,8 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
   if (err != cudaSuccess) return err;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, pick(wgs, false), wgs * 128, smem);
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan =
-      PlanBlockMaxGrid(CurrentDeviceCaps(), g, wgs * 64, ctas_per_sm, int64_t(g.di) * int64_t(sizeof(Element)));
+  const BlockMaxGrid plan = running ? PlanRunningTopKGrid(CurrentDeviceCaps(), g, key_bytes)
+                                    : PlanBlockMaxGrid(CurrentDeviceCaps(), g, wgs * 64, ctas_per_sm, key_bytes);
   const bool tma = TmaKeyTiles<Ops>(index_k, g) && BulkCopiesPay(wgs, plan.blocks_per_cta);
   CUtensorMap key_map{};
   if (tma) {
@@ -443,7 +491,7 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
     if (err != cudaSuccess) return err;
   }
   const BlockMaxKernel<Element> kernel = pick(wgs, tma);
-  kernel<<<GridOf(plan), wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs,
+  kernel<<<GridOf(plan), wgs * 128, smem, stream>>>(index_q, index_k, key_map, g, scale, plan.blocks_per_cta, bs, lists,
                                                     bad_row);
   return cudaGetLastError();
 }
