@@ -13,10 +13,13 @@ namespace {
 int LowpCode(Precision precision) { return precision == Precision::kBf16 ? kLowpBF16 : kLowpF16; }
 
 // How many queries of a sequence of k_len keys one index-branch chunk takes (its scratch within kChunkBudgetBytes).
-int64_t ChunkQueries(const Config& config, int64_t q_len, int64_t k_len, int64_t max_blocks) {
+int64_t ChunkQueries(const Config& config, const KernelPlan& plan, int64_t q_len, int64_t k_len, int64_t max_blocks) {
   const int64_t hidx = config.num_kv_heads;
   const bool exact = config.precision == Precision::kExact;
   int64_t per_query = hidx * max_blocks * (exact ? 8 : 4);  // block scores
+  if (plan.topk == TopKKernel::kRunning) {                  // the lists, at their most spans
+    per_query += hidx * kRunningTopKMaxSplits * RunningTopKListLength(int(config.top_k)) * 8;
+  }
   if (exact) {
     if (config.pooling != Pooling::kMean) per_query += hidx * k_len * 8;  // token scores
     per_query += hidx * int64_t(config.top_k) * config.block_size * 8;    // index_lse work
@@ -292,7 +295,7 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
     const int64_t q_begin = batch.cu_seqlens_q[b], q_len = batch.cu_seqlens_q[b + 1] - q_begin;
     const int64_t key_begin = batch.cu_seqlens_k[b], k_len = batch.cu_seqlens_k[b + 1] - key_begin;
     if (q_len == 0) continue;
-    const int64_t nq_max = ChunkQueries(config, q_len, k_len, max_blocks);
+    const int64_t nq_max = ChunkQueries(config, plan, q_len, k_len, max_blocks);
     max_nq = std::max(max_nq, nq_max);
     max_rows = std::max(max_rows, nq_max * hidx);
     max_tokens = std::max(max_tokens, nq_max * hidx * k_len);
@@ -352,7 +355,9 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
     for (const ChunkGeometry& g : ws->chunks) {
       entries = std::max(entries, RunningTopKListEntries(CurrentDeviceCaps(), g, di * 2));  // bf16 / fp16 index keys
     }
-    MSA_RETURN_IF_ERROR(ws->running_lists.Allocate(entries, "running top-k lists"));
+    // At least one entry, so that a launch gets a buffer when top_k 1 leaves the lists empty (the kernel still runs:
+    // it reports the bad rows).
+    MSA_RETURN_IF_ERROR(ws->running_lists.Allocate(std::max<int64_t>(entries, 1), "running top-k lists"));
   }
   MSA_RETURN_IF_ERROR(ws->topk_split_lists.Allocate(int64_t(ws->topk_split_bytes), "top-k split lists"));
   return Status::Ok();
@@ -434,7 +439,8 @@ Status AllocateAttendWorkspace(const Config& config, const KernelShapes& shapes,
 
 bool SelectRunsOnStream(const KernelPlan& plan) {
   constexpr IndexKernel kStreamIndex[] = {IndexKernel::kMma, IndexKernel::kWgmma, IndexKernel::kFp8};
-  constexpr TopKKernel kStreamTopK[] = {TopKKernel::kWarp, TopKKernel::kThreshold, TopKKernel::kCta};
+  constexpr TopKKernel kStreamTopK[] = {TopKKernel::kWarp, TopKKernel::kThreshold, TopKKernel::kCta,
+                                        TopKKernel::kRunning};
   return std::find(std::begin(kStreamIndex), std::end(kStreamIndex), plan.index) != std::end(kStreamIndex) &&
          std::find(std::begin(kStreamTopK), std::end(kStreamTopK), plan.topk) != std::end(kStreamTopK);
 }

@@ -82,8 +82,8 @@ Status SelectOnDevice(const Config& config, const Batch& batch, const KernelPlan
                       const DeviceSelection& selection, SelectWorkspace* workspace, cudaStream_t stream,
                       const ChunkScoresFn& on_scores = {}, const StageHooks& hooks = {},
                       const ProgressFn& progress = {});
-// Whether SelectOnDevice under `plan` enqueues on `stream` only (index mma, wgmma or fp8 and topk warp, threshold or
-// cta, without the index_lse output), so that it can be captured in a CUDA graph.
+// Whether SelectOnDevice under `plan` enqueues on `stream` only (index mma, wgmma or fp8 and topk warp, threshold, cta
+// or running, without the index_lse output), so that it can be captured in a CUDA graph.
 bool SelectRunsOnStream(const KernelPlan& plan);
 
 // ---- main branch ----

@@ -195,7 +195,8 @@ cudaError_t BlockMaxTopKWgmma(int lowp, const uint16_t* index_q, const uint16_t*
                               float scale, float* bs, unsigned long long* lists, unsigned long long* bad_row,
                               cudaStream_t stream) {
   if (g.nq * g.hidx <= 0) return cudaSuccess;
-  if (lists == nullptr || !BlockMaxTopKWgmmaFits(g.di, g.bk, scale, g.top_k, CurrentDeviceCaps()) ||
+  if (lists == nullptr || g.sequences != nullptr ||
+      !BlockMaxTopKWgmmaFits(g.di, g.bk, scale, g.top_k, CurrentDeviceCaps()) ||
       !BlockMaxGeometryFits32(g.nq * g.hidx, g.pos0 + g.nq - 1, g.bk)) {
     return cudaErrorNotSupported;
   }

@@ -27,7 +27,8 @@ constexpr int kWarpsPerCta = 8;
 __global__ void __launch_bounds__(kWarpsPerCta * 32)
     MergeRunningTopKKernel(const unsigned long long* lists, ChunkGeometry g, int64_t splits, int64_t blocks_per_cta,
                            int64_t list_len, int32_t* topk) {
-  WaitForPrimary();  // launched as a dependent of the index kernel: its lists complete from here
+  AllowDependents();  // a dependent main branch may launch now; it waits for this grid's end
+  WaitForPrimary();   // launched as a dependent of the index kernel: its lists complete from here
   const int64_t rows = g.nq * g.hidx;
   const int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = int(threadIdx.x % 32);
