@@ -16,8 +16,9 @@
 # index_tma_2026-12-05's (landed; cp_async_keys.patch turned its bulk copies off: `cpasync`, archive tma) and
 # index_tma_batched_2026-12-05's (landed with its rule: batched_tma.patch and batched_rule.patch, `batched`, `rule`),
 # and index_pairs_2026-12-06's (not landed: key_pairs.patch and the patches on it, variants pairs, slack, five, fence).
-# index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before): its call 3 now reads
-# span = HEAD and span's base = HEAD without them (without_spans.patch, variant before). topk_held_2026-12-06's
+# index_span_2026-12-06's key spans landed (key_spans.patch, variants span and half before); its call 3 ran on
+# 2026-12-07 with span = HEAD and span's base = HEAD without them (without_spans.patch, which applies up to 924ed1c;
+# variant before, archive span). topk_held_2026-12-06's
 # variant held (held_keys.patch) was dropped: not landed. fused_decode_2026-12-06's fglobal (global_merge.patch, the
 # merge from global memory against one over distributed shared memory) landed: the patch applies to 58d011f. Its
 # prefetch_l2.patch (variant prefetch, archive sync) did not land, nor synccheck_2026-12-06's hoist.patch and
@@ -33,13 +34,11 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
-W=bench/results/index_span_2026-12-06/without_spans.patch
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
-before | $W | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -53,15 +52,12 @@ head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 head/bin/gpu_out_format_test   | main/gpu_out_format_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
-span/bin/gpu_bench            | main/gpu_bench
-span/bin/gpu_bench_base       | before/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
-span.tar.xz   | span
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
