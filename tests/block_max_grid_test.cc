@@ -100,17 +100,17 @@ TEST(RunningTopKGrid, ALongChunkKeepsTheL2SpansOfTheBlockMaxGrid) {
   // keeps top_k - 1 = 15 keys per span: 262144 x 21 x 15 list entries.
   ChunkGeometry g = Chunk(983040, 65536);
   g.top_k = 16;
-  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, g, kBf16KeyBytes);
+  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, g);
   EXPECT_EQ(plan.tiles_x, 2048);
   EXPECT_EQ(plan.splits, 21);
   EXPECT_EQ(plan.blocks_per_cta, 391);
-  EXPECT_EQ(RunningTopKListEntries(kH200Caps, g, kBf16KeyBytes), int64_t(262144) * 21 * 15);
+  EXPECT_EQ(RunningTopKListEntries(kH200Caps, g), int64_t(262144) * 21 * 15);
 }
 
 TEST(RunningTopKGrid, ADecodeRowTakesAtMost32Spans) {
   // One query at position 262143: 4 rows in one tile, 2048 blocks. The wave rule asks for 132 spans (16 blocks each,
   // 128 spans); the merge takes at most 32, so spans of 2048 / 32 = 64 blocks.
-  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, Chunk(262143, 1), kBf16KeyBytes);
+  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, Chunk(262143, 1));
   EXPECT_EQ(plan.tiles_x, 1);
   EXPECT_EQ(plan.splits, 32);
   EXPECT_EQ(plan.blocks_per_cta, 64);
@@ -125,7 +125,7 @@ TEST(RunningTopKGrid, ListsHoldTopKMinusOneKeysSinceTheLocalBlockIsForced) {
 RC_GTEST_PROP(RunningTopKGrid, SpansCoverEveryBlockOnceAndNeverExceed32, ()) {
   const int64_t pos0 = *rc::gen::inRange<int64_t>(0, int64_t(1) << 21);
   const int64_t nq = *rc::gen::inRange<int64_t>(1, 70000);
-  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, Chunk(pos0, nq), kBf16KeyBytes);
+  const BlockMaxGrid plan = PlanRunningTopKGrid(kH200Caps, Chunk(pos0, nq));
   const int64_t num_blocks = (pos0 + nq - 1) / 128 + 1;
   RC_ASSERT(plan.splits >= 1);
   RC_ASSERT(plan.splits <= kRunningTopKMaxSplits);

@@ -30,7 +30,8 @@ BlockMaxGrid PlanBlockMaxGrid(const DeviceCaps& caps, const ChunkGeometry& g, in
   return plan;
 }
 
-BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes) {
+BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g) {
+  const int64_t key_bytes = int64_t(g.di) * 2;  // bf16 / fp16
   BlockMaxGrid plan = PlanBlockMaxGrid(caps, g, kRunningTopKCtaRows, /*ctas_per_sm=*/1, key_bytes);
   if (plan.splits > kRunningTopKMaxSplits) {
     const int64_t num_blocks = (g.pos0 + g.nq - 1) / g.bk + 1;
@@ -40,8 +41,8 @@ BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g,
   return plan;
 }
 
-int64_t RunningTopKListEntries(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes) {
-  return g.nq * g.hidx * PlanRunningTopKGrid(caps, g, key_bytes).splits * RunningTopKListLength(g.top_k);
+int64_t RunningTopKListEntries(const DeviceCaps& caps, const ChunkGeometry& g) {
+  return g.nq * g.hidx * PlanRunningTopKGrid(caps, g).splits * RunningTopKListLength(g.top_k);
 }
 
 }  // namespace msa::gpu

@@ -35,14 +35,15 @@ BlockMaxGrid PlanBlockMaxGrid(const DeviceCaps& caps, const ChunkGeometry& g, in
 // The running top-k (topk=running, gpu/kernels.h BlockMaxTopKWgmma and MergeRunningTopK): the block-max kernel's
 // 128-row CTAs (two warpgroups) keep each row's best candidates of their key span, and the merge takes a row's spans
 // with one lane each. So its grid is PlanBlockMaxGrid's for one CTA per SM (the kernel's shared memory leaves room for
-// no second), with the spans lengthened where needed to make at most kRunningTopKMaxSplits of them.
+// no second), with the spans lengthened where needed to make at most kRunningTopKMaxSplits of them. Its index keys
+// are bf16 or fp16 (the running top-k has no e4m3 form): Di * 2 bytes each.
 inline constexpr int kRunningTopKCtaRows = 128;
 inline constexpr int64_t kRunningTopKMaxSplits = 32;
-BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes);
+BlockMaxGrid PlanRunningTopKGrid(const DeviceCaps& caps, const ChunkGeometry& g);
 // Entries of one span's list of a row: the most candidates a row ranks, top_k - 1 (its local block is always forced).
 MSA_HOST_DEVICE inline int64_t RunningTopKListLength(int top_k) { return top_k > 1 ? top_k - 1 : 0; }
 // 64-bit entries of the chunk's lists: [nq * Hidx rows][splits][RunningTopKListLength].
-int64_t RunningTopKListEntries(const DeviceCaps& caps, const ChunkGeometry& g, int64_t key_bytes);
+int64_t RunningTopKListEntries(const DeviceCaps& caps, const ChunkGeometry& g);
 
 }  // namespace msa::gpu
 

@@ -353,7 +353,7 @@ Status AllocateSelectWorkspace(const Config& config, const Batch& batch, const K
   if (plan.topk == TopKKernel::kRunning) {
     int64_t entries = 0;
     for (const ChunkGeometry& g : ws->chunks) {
-      entries = std::max(entries, RunningTopKListEntries(CurrentDeviceCaps(), g, di * 2));  // bf16 / fp16 index keys
+      entries = std::max(entries, RunningTopKListEntries(CurrentDeviceCaps(), g));
     }
     // At least one entry, so that a launch gets a buffer when top_k 1 leaves the lists empty (the kernel still runs:
     // it reports the bad rows).

@@ -470,6 +470,7 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
   using Element = typename Ops::Element;
   if (g.sequences != nullptr && !Ops::kBatchedChunks) return cudaErrorNotSupported;
   const bool running = lists != nullptr;
+  if (running && sizeof(Element) != 2) return cudaErrorNotSupported;  // PlanRunningTopKGrid's 16-bit keys
   const int wgs = running || g.nq * g.hidx > 64 ? 2 : 1;
   const size_t smem = SmemBytes<Ops>(wgs, running);
   const int64_t key_bytes = int64_t(g.di) * int64_t(sizeof(Element));
@@ -480,7 +481,7 @@ cudaError_t LaunchBlockMax(Pick pick, const typename Ops::Element* index_q, cons
   if (err != cudaSuccess) return err;
   err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas_per_sm, pick(wgs, false), wgs * 128, smem);
   if (err != cudaSuccess) return err;
-  const BlockMaxGrid plan = running ? PlanRunningTopKGrid(CurrentDeviceCaps(), g, key_bytes)
+  const BlockMaxGrid plan = running ? PlanRunningTopKGrid(CurrentDeviceCaps(), g)
                                     : PlanBlockMaxGrid(CurrentDeviceCaps(), g, wgs * 64, ctas_per_sm, key_bytes);
   const bool tma = TmaKeyTiles<Ops>(index_k, g) && BulkCopiesPay(wgs, plan.blocks_per_cta);
   CUtensorMap key_map{};

@@ -68,8 +68,7 @@ cudaError_t MergeRunningTopK(const unsigned long long* lists, const ChunkGeometr
   const int64_t rows = g.nq * g.hidx;
   if (rows <= 0) return cudaSuccess;
   if (g.sequences != nullptr || g.top_k > kRunningTopKMaxTake + 1) return cudaErrorInvalidValue;
-  const int64_t key_bytes = int64_t(g.di) * 2;  // the bf16 / fp16 index keys BlockMaxTopKWgmma planned with
-  const BlockMaxGrid plan = PlanRunningTopKGrid(CurrentDeviceCaps(), g, key_bytes);
+  const BlockMaxGrid plan = PlanRunningTopKGrid(CurrentDeviceCaps(), g);  // the index launch's grid
   const int64_t ctas = (rows + kWarpsPerCta - 1) / kWarpsPerCta;
   if (ctas > 2147483647) return cudaErrorInvalidValue;
   return LaunchDependent(MergeRunningTopKKernel, dim3{unsigned(ctas)}, dim3{kWarpsPerCta * 32}, 0, stream, lists, g,
