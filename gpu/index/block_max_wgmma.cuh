@@ -17,7 +17,7 @@
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, with a running top-k (kRunning) each row's list of
-// kRunningTopKMaxTake 64-bit keys, 1 KiB alignment slack (SmemBytes).
+// kRunningListStride 64-bit keys, 1 KiB alignment slack (SmemBytes).
 // The running top-k (kRunning, topk=running): instead of (or, where bs is not null, besides) storing a row's block
 // maximum, the thread that holds it inserts the block's RankKey into the row's list in shared memory when the block is
 // one of the row's ranked candidates [init_end, local_begin): the list keeps the row's best `take` keys of the CTA's
@@ -83,7 +83,7 @@ template <class Ops>
 constexpr size_t SmemBytes(int wgs, bool running = false) {
   return 1024 /* alignment slack */ + size_t(kStages) * Layout<Ops>::kStageBytes +
          size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element) +
-         (running ? size_t(wgs) * 64 * kRunningTopKMaxTake * sizeof(unsigned long long) : 0);
+         (running ? size_t(wgs) * 64 * kRunningListStride * sizeof(unsigned long long) : 0);
 }
 
 // Inserts `key` into list[0, len) (descending, 0 = empty) when it beats list[len - 1]; keys are distinct.
@@ -153,7 +153,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const uint32_t k_smem = raw + pad;  // [kStages][kColBlocks][128 keys][128 B], swizzled
   // [kCtaRows][kQStride] elements, after the stages
   Element* qs = reinterpret_cast<Element*>(block_max_smem + pad + kStages * L::kStageBytes);
-  // kRunning: [kCtaRows][kRunningTopKMaxTake] keys, after the query rows
+  // kRunning: [kCtaRows][kRunningListStride] keys, after the query rows
   unsigned long long* row_lists = reinterpret_cast<unsigned long long*>(qs + kCtaRows * kQStride);
 
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
@@ -197,7 +197,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   }
   wgmma::CopyAsyncCommit();
   if constexpr (kRunning) {
-    for (int e = tid; e < kCtaRows * kRunningTopKMaxTake; e += kThreads) row_lists[e] = 0;  // published below
+    for (int e = tid; e < kCtaRows * kRunningListStride; e += kThreads) row_lists[e] = 0;  // published below
   }
 
   // kTma: the stages' mbarriers, one phase per tile (tile i completes phase i / kStages of stage i % kStages).
@@ -319,7 +319,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
         if constexpr (kRunning) {  // the row's forced blocks worked out here: no registers held across the loop
           const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
           if (!f.IsForced(blk)) {
-            InsertRanked(row_lists + (warp * 16 + gid + 8 * h) * kRunningTopKMaxTake, int(f.take), RankKey(value, blk));
+            InsertRanked(row_lists + (warp * 16 + gid + 8 * h) * kRunningListStride, int(f.take), RankKey(value, blk));
           }
         }
         if (!isfinite(value)) st.bad[h] = true;
@@ -416,7 +416,7 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
     for (int e = tid; e < kCtaRows * len; e += kThreads) {
       const int rr = e / len, j = e % len;
       if (row0 + rr < rows) {
-        lists[(int64_t(row0 + rr) * gridDim.y + blockIdx.y) * len + j] = row_lists[rr * kRunningTopKMaxTake + j];
+        lists[(int64_t(row0 + rr) * gridDim.y + blockIdx.y) * len + j] = row_lists[rr * kRunningListStride + j];
       }
     }
   }
