@@ -11,3 +11,6 @@ for kernel in split_k fused_decode kv_outer_ws union_tile union_tile_ws routed k
   step race_$kernel ${LIMIT:-50} compute-sanitizer --tool racecheck --error-exitcode 9 $B/gpu_out_format_test \
     --gtest_filter="*/$kernel"
 done
+# One file back (a call returns at most 8): the logs end to end.
+for log in $OUT/race_*.log; do echo "=== $(basename $log)"; tail -n 30 $log; done >$OUT/racecheck_by_kernel.log
+rm -f $OUT/race_*.log
