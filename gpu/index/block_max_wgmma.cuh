@@ -327,14 +327,16 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
       if (tig == 0 && st.pos[h] >= 0 && blk <= st.local[h]) {
         const float value = v * scale;
         if (!kRunning || st.bs_row[h] != nullptr) st.bs_row[h][blk] = value;
-        const int list_row = warp * 16 + gid + 8 * h;
-        // kRunning: a score under the row's floor is out at once (a NaN goes on); the row's forced blocks are worked
-        // out here, no registers held across the loop
-        if (kRunning && !(value < row_floors[list_row])) {
-          const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
-          if (!f.IsForced(blk)) {
-            InsertRanked(row_lists + list_row * kRunningListStride, int(f.take), RankKey(value, blk),
-                         row_floors + list_row);
+        if constexpr (kRunning) {
+          // A score under the row's floor is out at once (a NaN goes on); the row's forced blocks are worked out
+          // here, no registers held across the loop.
+          const int list_row = warp * 16 + gid + 8 * h;
+          if (!(value < row_floors[list_row])) {
+            const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
+            if (!f.IsForced(blk)) {
+              InsertRanked(row_lists + list_row * kRunningListStride, int(f.take), RankKey(value, blk),
+                           row_floors + list_row);
+            }
           }
         }
         if (!isfinite(value)) st.bad[h] = true;
