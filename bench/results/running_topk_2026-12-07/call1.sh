@@ -15,8 +15,7 @@ source scripts/device/head_bundle.sh
 export COMMIT=${COMMIT:-unknown} PYTHONUNBUFFERED=1 STEPS_BUDGET=${STEPS_BUDGET:-560}
 nvidia-smi --query-gpu=name,clocks.max.sm,power.limit --format=csv,noheader
 source scripts/device/steps.sh
-printf '#!/bin/sh\nMSA_GPU_PLAN=topk=running exec %s/gpu_bench "$@"\n' "$PWD/$B" >$B/gpu_bench_running
-chmod +x $B/gpu_bench_running
+plan_bench gpu_bench_running topk=running
 step plans 240 env MSA_GPU_PLANS_MATCHING=attend=kv-outer-wgmma $B/gpu_plans_test --gtest_filter='*bf16*'
 step index 150 python3 bench/gpu_index_bench.py --bins auto=$B/gpu_bench,running=$B/gpu_bench_running --out $OUT \
   --prefill 131072,1048576 --decode '' --rounds 1 --reps 2 --tag running
