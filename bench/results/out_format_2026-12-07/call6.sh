@@ -8,6 +8,10 @@ set -uo pipefail
 source scripts/device/head_bundle.sh
 export STEPS_BUDGET=${STEPS_BUDGET:-200}
 source scripts/device/steps.sh
-step race_split_k_decode ${LIMIT:-150} compute-sanitizer --tool racecheck --error-exitcode 9 \
-  --kernel-name regex:SplitKAttendKernel --launch-skip 2 $B/gpu_out_format_test --gtest_filter='*/split_k'
+# The filter's syntax, as this compute-sanitizer prints it.
+compute-sanitizer --help | grep -E -A2 -- '--(kernel-name|filter|launch-skip|launch-count)' >$OUT/sanitizer_filters.log
+filter=(--kernel-name kns=SplitKAttendKernel)
+grep -q -- '--kernel-name' $OUT/sanitizer_filters.log || filter=(--filter kns=SplitKAttendKernel)
+step race_split_k_decode ${LIMIT:-150} compute-sanitizer --tool racecheck --error-exitcode 9 "${filter[@]}" \
+  --launch-skip 2 $B/gpu_out_format_test --gtest_filter='*/split_k'
 tail -n 12 $OUT/race_split_k_decode.log
