@@ -34,7 +34,7 @@ for sel in ("random", "overlap90"):
               f"{statistics.median(ms) if ms else float('nan'):.3f} | {' '.join(digests)} |")
 PY
 source scripts/device/steps.sh
-step ncu_w2 60 ncu --clock-control none -k regex:'KvOuterWsKernel|MergeKernel' --launch-skip 20 --launch-count 2 \
+step ncu_w2 60 ncu --clock-control none -k regex:'KvOuterWsKernel|MergeKernel' --launch-skip 80 --launch-count 2 \
   --section SpeedOfLight --metrics dram__bytes_read.sum,dram__bytes_write.sum,lts__t_sector_hit_rate.pct \
   $W/gpu_bench_w2 prefill 131072 1 selection=random attend=routed
 grep -E 'Kernel<|Duration|dram__bytes|lts__t_sector_hit|DRAM Throughput' $OUT/ncu_w2.log
