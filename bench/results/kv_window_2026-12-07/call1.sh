@@ -2,7 +2,7 @@
 # Call 1 of bench/results/kv_window_2026-12-07.md (carry .devbuild/carry after scripts/device/build_bundles.sh; an
 # H100): path K's chunk cut to a window of queries whose Q fits the L2 (window1/2/4.patch: at most 1024, 2048, 4096
 # queries at 128K) against HEAD's 16129-query chunks, on the 128K routed main branch (bf16 out), random and
-# 90%-overlap selections, two interleaved rounds of 3 repetitions; the outputs' digests must agree. Then Nsight Compute
+# 90%-overlap selections, ROUNDS (default 2) interleaved rounds of 3 repetitions; the outputs' digests must agree. Then Nsight Compute
 # on a middle chunk's tile and merge launches of the fastest-looking window (w2), for the DRAM bytes.
 set -uo pipefail
 source scripts/device/head_bundle.sh
@@ -10,7 +10,7 @@ tar xJf .devbuild/carry/window.tar.xz
 export STEPS_BUDGET=${STEPS_BUDGET:-200} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader
 W=.devbuild/window/bin
-for round in 1 2; do
+for round in $(seq ${ROUNDS:-2}); do
   for selection in random overlap90; do
     for build in head w1 w2 w4; do
       bin=$B/gpu_bench
