@@ -6,7 +6,7 @@
 # on a middle chunk's tile and merge launches of the fastest-looking window (w2), for the DRAM bytes.
 set -uo pipefail
 source scripts/device/head_bundle.sh
-tar xJf .devbuild/carry/window.tar.xz
+tar xJf .devbuild/carry/window.tar.xz  # built by build_bundles.sh at 9b009e7 (variants since removed)
 export STEPS_BUDGET=${STEPS_BUDGET:-200} PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,power.limit --format=csv,noheader
 W=.devbuild/window/bin
