@@ -27,12 +27,12 @@ bool BlockMaxScoresFits(int di, int bk, float scale);
 // BlockMaxScoresWgmma: BlockMaxScoresFits, its shared memory, an sm_90a device.
 bool BlockMaxScoresWgmmaFits(int di, int bk, float scale, const DeviceCaps& caps);
 // BlockMaxTopKWgmma (topk=running): BlockMaxScoresWgmmaFits with its rows' running lists in shared memory as well
-// (128 rows of kRunningListStride 64-bit keys and a float floor), and top_k <= kRunningTopKMaxTake + 1.
+// (128 rows of kRunningListStride 64-bit keys), and top_k <= kRunningTopKMaxTake + 1.
 inline constexpr int kRunningTopKMaxTake = 32;
 // A row's list in shared memory holds kRunningTopKMaxTake keys and one of padding: the 8 rows that a warp's inserting
 // lanes hold then start 2 banks apart, so their accesses never conflict.
 inline constexpr int kRunningListStride = kRunningTopKMaxTake + 1;
-inline constexpr size_t kBlockMaxTopKWgmmaSmemBytes = kBlockMaxWgmmaSmemBytes + 128 * (kRunningListStride * 8 + 4);
+inline constexpr size_t kBlockMaxTopKWgmmaSmemBytes = kBlockMaxWgmmaSmemBytes + 128 * kRunningListStride * 8;
 bool BlockMaxTopKWgmmaFits(int di, int bk, float scale, int top_k, const DeviceCaps& caps);
 // BlockMaxScoresFp8: di a multiple of 16 up to 128, bk a multiple of 64, scale > 0 with scale * 2 * di * 448^2 <=
 // FLT_MAX (no dot overflows), its shared memory, an sm_90a device.

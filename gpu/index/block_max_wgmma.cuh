@@ -17,7 +17,7 @@
 //                  NonFiniteSeen(h) is the row's extra bad test at the end.
 // Shared memory of a kWgs-warpgroup CTA: 4 stages of [kDiPad * sizeof(Element) / 128][128 keys][128 B] (16 or
 // 32 KiB each), 64 * kWgs query rows of kQStride elements, with a running top-k (kRunning) each row's list of
-// kRunningListStride 64-bit keys and then each row's float floor, 1 KiB alignment slack (SmemBytes).
+// kRunningListStride 64-bit keys, 1 KiB alignment slack (SmemBytes).
 // The running top-k (kRunning, topk=running): instead of (or, where bs is not null, besides) storing a row's block
 // maximum, the thread that holds it inserts the block's RankKey into the row's list in shared memory when the block is
 // one of the row's ranked candidates [init_end, local_begin): the list keeps the row's best `take` keys of the CTA's
@@ -83,24 +83,15 @@ template <class Ops>
 constexpr size_t SmemBytes(int wgs, bool running = false) {
   return 1024 /* alignment slack */ + size_t(kStages) * Layout<Ops>::kStageBytes +
          size_t(wgs) * 64 * Ops::kQStride * sizeof(typename Ops::Element) +
-         (running ? size_t(wgs) * 64 * (kRunningListStride * sizeof(unsigned long long) + sizeof(float)) : 0);
+         (running ? size_t(wgs) * 64 * kRunningListStride * sizeof(unsigned long long) : 0);
 }
 
-// The score that RankKey (gpu/topk/rank_row.cuh) put into `key`'s upper half (-0 comes back as +0).
-__device__ __forceinline__ float ScoreOfRankKey(unsigned long long key) {
-  const uint32_t bits = uint32_t(key >> 32);
-  return __uint_as_float((bits & 0x80000000u) ? (bits & 0x7fffffffu) : ~bits);
-}
-
-// Inserts `key` into list[0, len) (descending, 0 = empty) when it beats list[len - 1]; keys are distinct. Once the
-// list is full, *floor is its last key's score: a score below it has a key below every key of the list (RankKey's order
-// is the scores' before the ids'), so the caller skips it without building its key.
-__device__ __forceinline__ void InsertRanked(unsigned long long* list, int len, unsigned long long key, float* floor) {
+// Inserts `key` into list[0, len) (descending, 0 = empty) when it beats list[len - 1]; keys are distinct.
+__device__ __forceinline__ void InsertRanked(unsigned long long* list, int len, unsigned long long key) {
   if (len <= 0 || key <= list[len - 1]) return;
   int i = len - 1;
   for (; i > 0 && list[i - 1] < key; --i) list[i] = list[i - 1];
   list[i] = key;
-  if (list[len - 1] != 0) *floor = ScoreOfRankKey(list[len - 1]);
 }
 
 #if defined(MSA_WGMMA_ENABLED)
@@ -162,9 +153,8 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   const uint32_t k_smem = raw + pad;  // [kStages][kColBlocks][128 keys][128 B], swizzled
   // [kCtaRows][kQStride] elements, after the stages
   Element* qs = reinterpret_cast<Element*>(block_max_smem + pad + kStages * L::kStageBytes);
-  // kRunning: [kCtaRows][kRunningListStride] keys, after the query rows, then [kCtaRows] floors
+  // kRunning: [kCtaRows][kRunningListStride] keys, after the query rows
   unsigned long long* row_lists = reinterpret_cast<unsigned long long*>(qs + kCtaRows * kQStride);
-  float* row_floors = reinterpret_cast<float*>(row_lists + kCtaRows * kRunningListStride);
 
   // CTA-wide geometry in 32-bit integers (the launcher checks that it fits): ptxas proves values computed with
   // 64-bit division (a called routine) no longer warp-uniform, and a loop bound it cannot prove uniform serializes
@@ -208,7 +198,6 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
   wgmma::CopyAsyncCommit();
   if constexpr (kRunning) {
     for (int e = tid; e < kCtaRows * kRunningListStride; e += kThreads) row_lists[e] = 0;  // published below
-    for (int e = tid; e < kCtaRows; e += kThreads) row_floors[e] = -INFINITY;              // no list full yet
   }
 
   // kTma: the stages' mbarriers, one phase per tile (tile i completes phase i / kStages of stage i % kStages).
@@ -327,16 +316,10 @@ __device__ __forceinline__ void BlockMaxCta(const typename Ops::Element* index_q
       if (tig == 0 && st.pos[h] >= 0 && blk <= st.local[h]) {
         const float value = v * scale;
         if (!kRunning || st.bs_row[h] != nullptr) st.bs_row[h][blk] = value;
-        if constexpr (kRunning) {
-          // A score under the row's floor is out at once (a NaN goes on); the row's forced blocks are worked out
-          // here, no registers held across the loop.
-          const int list_row = warp * 16 + gid + 8 * h;
-          if (!(value < row_floors[list_row])) {
-            const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
-            if (!f.IsForced(blk)) {
-              InsertRanked(row_lists + list_row * kRunningListStride, int(f.take), RankKey(value, blk),
-                           row_floors + list_row);
-            }
+        if constexpr (kRunning) {  // the row's forced blocks worked out here: no registers held across the loop
+          const ForcedBlocks f = ForcedBlocksOf(st.local[h] + 1, g.init_blocks, g.local_blocks, g.top_k);
+          if (!f.IsForced(blk)) {
+            InsertRanked(row_lists + (warp * 16 + gid + 8 * h) * kRunningListStride, int(f.take), RankKey(value, blk));
           }
         }
         if (!isfinite(value)) st.bad[h] = true;
