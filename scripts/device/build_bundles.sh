@@ -34,7 +34,8 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-W=bench/results/kv_window_2026-12-07  # call 2: path K's L2 window (w2), with cache hints (w2h), the hints alone (h)
+W=bench/results/kv_window_2026-12-07  # calls 2, 3: path K's L2 window (w2), with cache hints (w2h), the hints alone (h),
+# and the hints with the L2's persisting set-aside (w2hs)
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
@@ -44,6 +45,7 @@ nofix  | $F | gpu_lowp_test
 w2     | $W/window2.patch | gpu_bench
 w2h    | $W/window2_hints.patch | gpu_bench
 h      | $W/hints.patch | gpu_bench
+w2hs   | $W/window2_hints.patch $W/set_aside.patch | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -60,6 +62,7 @@ nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 window/bin/gpu_bench_w2       | w2/gpu_bench
 window/bin/gpu_bench_w2h      | w2h/gpu_bench
 window/bin/gpu_bench_h        | h/gpu_bench
+window/bin/gpu_bench_w2hs     | w2hs/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
