@@ -24,8 +24,9 @@
 # prefetch_l2.patch (variant prefetch, archive sync) did not land, nor synccheck_2026-12-06's hoist.patch and
 # nocap.patch (variants hoist and nocap); all three apply to d0238ec. synccheck_2026-12-06's call 2 needs only HEAD.
 # decode_bulk_rows_2026-12-06's bulk_rows.patch (variant bulk, K and V rows by bulk copies) did not land: it applies
-# to 4f91f2c. kv_window_2026-12-07's window1.patch and window4.patch (variants w1, w4) did not land: they apply to
-# 9b009e7; window2.patch stays for its call 2.
+# to 4f91f2c. kv_window_2026-12-07's windows did not land, with or without cache hints: window1/2/4.patch (variants
+# w1, w2, w4) apply to 9b009e7, window2_hints.patch, hints.patch and set_aside.patch (variants w2h, h, w2hs) to
+# cf4086d.
 # Needs what `make build` installs (scripts/install-deps) and nvcc on the PATH.
 # Usage: [JOBS=2] scripts/device/build_bundles.sh
 set -euo pipefail
@@ -34,18 +35,12 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
-W=bench/results/kv_window_2026-12-07  # calls 2, 3: path K's L2 window (w2), with cache hints (w2h), the hints alone (h),
-# and the hints with the L2's persisting set-aside (w2hs)
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
 main   |    | gpu_bench $tests
 nofix  | $F | gpu_lowp_test
-w2     | $W/window2.patch | gpu_bench
-w2h    | $W/window2_hints.patch | gpu_bench
-h      | $W/hints.patch | gpu_bench
-w2hs   | $W/window2_hints.patch $W/set_aside.patch | gpu_bench
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -59,17 +54,12 @@ head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 head/bin/gpu_out_format_test   | main/gpu_out_format_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
-window/bin/gpu_bench_w2       | w2/gpu_bench
-window/bin/gpu_bench_w2h      | w2h/gpu_bench
-window/bin/gpu_bench_h        | h/gpu_bench
-window/bin/gpu_bench_w2hs     | w2hs/gpu_bench
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
-window.tar.xz | window
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
