@@ -5,6 +5,7 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
+#   .devbuild/carry/check.tar.xz   .devbuild/check/build-gpu  (device_check.sh's tree: BUILD=.devbuild/check/build-gpu)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
 # variant whose sources an earlier one already compiled costs little. Each archive is written whole or not at all.
@@ -36,10 +37,12 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
+# device_check.sh's tests beside those: every gpu test, the conformance suite and the property tests.
+check_tests="$tests gpu_support_test gpu_exact_test gpu_training_test conformance_test property_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
-main   |    | gpu_bench $tests
+main   |    | gpu_bench $check_tests msa gpu_check
 nofix  | $F | gpu_lowp_test
 "
 
@@ -54,12 +57,16 @@ head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
 head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
 head/bin/gpu_out_format_test   | main/gpu_out_format_test
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
+check/build-gpu/tools/msa/msa | main/msa
+check/build-gpu/gpu/gpu_check | main/gpu_check
+$(for t in $check_tests; do echo "check/build-gpu/tests/$t | main/$t"; done)
 "
 # archive | the folder under .devbuild it holds
 ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
+check.tar.xz  | check
 "
 
 trim() { sed 's/^ *//; s/ *$//'; }
@@ -96,7 +103,8 @@ while IFS='|' read -r name patches targets; do
     { tail -n 30 "$built.log" >&2; echo "build_bundles: variant $name failed to build (log $built.log)" >&2; exit 1; }
   mkdir -p "$built/$name"
   for target in $targets; do
-    binary=$(find "$src/build/bench" "$src/build/tests" -maxdepth 1 -type f -name "$target" | head -n 1)
+    binary=$(find "$src/build/bench" "$src/build/tests" "$src/build/tools/msa" "$src/build/gpu" -maxdepth 1 -type f \
+      -name "$target" | head -n 1)
     strip -o "$built/$name/$target" "$binary"
   done
   echo "[$n/$count] $name: done in $((SECONDS - start)) s"

@@ -16,6 +16,8 @@
 #   LIBS=dir    shared libraries the binaries need that the machine lacks (added to LD_LIBRARY_PATH)
 #   QUICK=1     skip the 1M timing
 #   SKIP="a b"  steps to leave out (reported as SKIPPED), e.g. SKIP="time_128k racecheck property"
+#   PLANS_FILTER  gtest filter of gpu_plans_test (default '*': every runnable plan at every precision)
+#   FORCED_PLANS  the MSA_GPU_PLAN values the conformance suite runs under (default below; "" for none)
 #   COMMIT, DIRTY  what the summary names as the source (default: git rev-parse, git status)
 #   DEADLINE=s  seconds the whole script may take (default 570): a step gets at most what is left, and steps
 #               that no longer fit are reported as skipped, so the summary is always written
@@ -29,6 +31,13 @@ cd "$(dirname "$0")/../.."
 OUT_DIR=${1:-${OUT:-$PWD/device_check_out}}
 DEADLINE=${DEADLINE:-570}
 BUILD=${BUILD:-build-gpu}
+PLANS_FILTER=${PLANS_FILTER:-*}
+# The plans the default one leaves out on an sm_90a device, each kernel of a stage at least once (gpu/common/
+# kernel_plan.cc's names): every main-branch kernel, the mma.sync index every non-Hopper card runs, the other top-k
+# kernels, the general KV-outer lists and the per-sequence index branch on decode batches.
+FORCED_PLANS=${FORCED_PLANS-attend=q-outer attend=gathered index=mma,attend=kv-outer attend=kv-outer-wgmma \
+attend=kv-outer-wgmma-p16 attend=kv-outer-ws attend=union-tile attend=union-tile-ws attend=routed attend=split-k \
+attend=fused-decode topk=warp topk=threshold topk=cta topk=running lists=general batch=per-sequence}
 mkdir -p "$OUT_DIR"
 LOG="$OUT_DIR/log.txt"
 : >"$LOG"
@@ -105,16 +114,17 @@ step time_128k 600 "$G" time --k_len 131072 --q_len 131072 --hq 64 --json "$WORK
 NOTES[-1]="M3 layer prefill, 131072 tokens, Hq 64"
 step conformance 600 "$BUILD/tests/conformance_test" --gtest_output=json:"$OUT_DIR/gtest_conformance.json"
 NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_conformance.json")
-for t in gpu_support gpu_exact gpu_lowp gpu_twins gpu_e4m3; do
-  step "${t}_tests" 600 "$BUILD/tests/${t}_test" --gtest_output=json:"$OUT_DIR/gtest_${t}.json"
+# Every gpu test the build has (tests/CMakeLists.txt's list), the plans test last.
+for exe in "$BUILD"/tests/gpu_*_test; do
+  t=$(basename "$exe" _test)
+  [ "$t" = gpu_plans ] && continue
+  step "${t}_tests" 600 "$exe" --gtest_output=json:"$OUT_DIR/gtest_${t}.json"
   NOTES[-1]=$(gtest_note "$OUT_DIR/gtest_${t}.json")
 done
-step gpu_plans 600 "$BUILD/tests/gpu_plans_test" --gtest_output=json:"$OUT_DIR/gtest_gpu_plans.json"
-NOTES[-1]="every runnable plan: $(gtest_note "$OUT_DIR/gtest_gpu_plans.json")"
-# The conformance suite under the plans the default one leaves out on this device (gpu/common/kernel_plan.h): the
-# other main-branch kernels, the mma.sync kernels every non-Hopper card runs, the threshold top-k on every chunk,
-# the general KV-outer lists and the per-sequence index branch on decode batches; the gpu's bf16/fp16 cases only
-# (exact mode has one kernel per stage). A case the forced plan cannot run is refused by name ("kernel plan: ...
+step gpu_plans 600 "$BUILD/tests/gpu_plans_test" --gtest_filter="$PLANS_FILTER" \
+  --gtest_output=json:"$OUT_DIR/gtest_gpu_plans.json"
+NOTES[-1]="every runnable plan ($PLANS_FILTER): $(gtest_note "$OUT_DIR/gtest_gpu_plans.json")"
+# The conformance suite under FORCED_PLANS, the gpu's bf16/fp16 cases only (exact mode has one kernel per stage). A case the forced plan cannot run is refused by name ("kernel plan: ...
 # cannot run"), which the conformance test reports as a failure: plan_note counts those as refused, and the step
 # passes when every failure is such a refusal.
 # plan_note FILE: "N tests: P passed, R refused (the plan cannot run them), F failed"; exit 1 when F > 0.
@@ -132,7 +142,7 @@ print(f"{len(tests)} tests: {len(tests) - len(failed)} passed, {len(refusals)} r
 sys.exit(1 if real else 0)
 PY
 }
-for plan in attend=q-outer attend=gathered index=mma,attend=kv-outer topk=threshold topk=cta lists=general batch=per-sequence; do
+for plan in $FORCED_PLANS; do
   report="$OUT_DIR/gtest_conformance_${plan//[=,]/_}.json"
   MSA_GPU_PLAN=$plan step "conformance_${plan//[=,]/_}" 600 \
     "$BUILD/tests/conformance_test" --gtest_filter='*/gpu_bf16_*:*/gpu_fp16_*' --gtest_output=json:"$report"

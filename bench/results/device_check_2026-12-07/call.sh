@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# bench/results/device_check_2026-12-07.md: scripts/device/device_check.sh on HEAD's binaries (carry
+# .devbuild/carry/check.tar.xz and .devbuild/carry/bundle.tar.xz after scripts/device/build_bundles.sh). PART=1: the
+# canonical cases, the >= 128K exact case, the conformance suite, every gpu test but the plans test, golden verify
+# (exact, bf16, fp16), memcheck and racecheck. PART=2: the conformance suite under every forced plan, the bitwise
+# replay and the property tests. The gtest reports come back packed (reports.tar.xz: a run returns 8 files at most).
+set -uo pipefail
+tar xJf .devbuild/carry/check.tar.xz
+tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
+BUILD=.devbuild/check/build-gpu
+part1_only="canonical long_128k_exact conformance golden_generate golden_verify_exact golden_verify_bf16 golden_verify_fp16
+memcheck racecheck $(for exe in $BUILD/tests/gpu_*_test; do echo "$(basename "$exe" _test)_tests"; done)"
+if [ "${PART:-1}" = 1 ]; then
+  export FORCED_PLANS="" SKIP="time_128k gpu_plans replay property"
+else
+  export SKIP="time_128k gpu_plans $part1_only"
+fi
+raw=$OUT/raw
+COMMIT=${COMMIT:-unknown} BUILD=$BUILD LIBS=.devbuild/union/lib QUICK=1 DEADLINE=${DEADLINE:-560} \
+  bash scripts/device/device_check.sh "$raw"
+rc=$?
+tar cJf "$OUT/reports.tar.xz" -C "$raw" .
+mv "$raw/summary.md" "$raw/log.txt" "$OUT/"
+rm -rf "$raw"
+exit $rc
