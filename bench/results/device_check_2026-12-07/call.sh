@@ -11,7 +11,7 @@ BUILD=.devbuild/check/build-gpu
 part1_only="canonical long_128k_exact conformance golden_generate golden_verify_exact golden_verify_bf16 golden_verify_fp16
 memcheck racecheck $(for exe in $BUILD/tests/gpu_*_test; do echo "$(basename "$exe" _test)_tests"; done)"
 if [ "${PART:-1}" = 1 ]; then
-  export FORCED_PLANS="" SKIP="time_128k gpu_plans replay property"
+  export FORCED_PLANS="" SKIP="${SKIP:-time_128k gpu_plans replay property}"
 else
   export SKIP="time_128k gpu_plans $part1_only"
 fi
