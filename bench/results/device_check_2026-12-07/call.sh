@@ -7,16 +7,13 @@
 set -uo pipefail
 tar xJf .devbuild/carry/check.tar.xz
 tar xJf .devbuild/carry/bundle.tar.xz .devbuild/union/lib
-BUILD=.devbuild/check/build-gpu
-part1_only="canonical long_128k_exact conformance golden_generate golden_verify_exact golden_verify_bf16 golden_verify_fp16
-memcheck racecheck $(for exe in $BUILD/tests/gpu_*_test; do echo "$(basename "$exe" _test)_tests"; done)"
 if [ "${PART:-1}" = 1 ]; then
   export FORCED_PLANS="" SKIP="${SKIP:-time_128k gpu_plans replay property}"
 else
-  export SKIP="time_128k gpu_plans $part1_only"
+  export ONLY="device conformance_?* replay property"
 fi
 raw=$OUT/raw
-COMMIT=${COMMIT:-unknown} BUILD=$BUILD LIBS=.devbuild/union/lib QUICK=1 DEADLINE=${DEADLINE:-560} \
+COMMIT=${COMMIT:-unknown} BUILD=.devbuild/check/build-gpu LIBS=.devbuild/union/lib QUICK=1 DEADLINE=${DEADLINE:-560} \
   bash scripts/device/device_check.sh "$raw"
 rc=$?
 tar cJf "$OUT/reports.tar.xz" -C "$raw" .
