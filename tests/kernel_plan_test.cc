@@ -289,6 +289,10 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   ExpectRefused(lowp, Prefill(512), kH200Caps, "index=mma,topk=running", "needs index=wgmma (this plan: index=mma)");
   ExpectRefused(exact, Prefill(512), kH200Caps, "topk=running", "precision exact takes topk=exact");
   ExpectRefused(wide_k, Prefill(8192), kH200Caps, "topk=running", "top_k <= 33 (this one: 40)");
+  Config small_blocks = lowp;  // top_k fits: the refusal names the block size, the condition that fails
+  small_blocks.block_size = 32;
+  ExpectRefused(small_blocks, Prefill(512), kH200Caps, "topk=running", "index kernel, which needs max pooling");
+  ExpectRefused(small_blocks, Prefill(512), kH200Caps, "topk=running", "block_size 32,");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "topk=running,batch=batched", "runs per sequence");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "index=token-scores,batch=batched", "runs per sequence");
   ExpectRefused(exact, Decode(4, 1, 512), kH200Caps, "batch=batched", "runs per sequence");

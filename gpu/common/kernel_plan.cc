@@ -111,6 +111,16 @@ std::string CapsText(const DeviceCaps& caps) {
          std::to_string(caps.max_shared_bytes) + " bytes of shared memory per block";
 }
 
+// What the block-max index kernels (mma, wgmma, fp8, and the running top-k inside wgmma) need of the config, with
+// this config's values.
+std::string BlockMaxRule(const Config& config) {
+  return "needs max pooling, index_head_dim a multiple of 8 up to 128, block_size a multiple of 64 and index_scale > 0 "
+         "(pooling " +
+         std::string(PoolingName(config.pooling)) + ", index_head_dim " + std::to_string(config.index_head_dim) +
+         ", block_size " + std::to_string(config.block_size) + ", index_scale " + std::to_string(config.IndexScale()) +
+         ")";
+}
+
 // The index branch. Low precision: max pooling where BlockMaxScores fits takes a block-max kernel (fp8 on e4m3
 // inputs on sm_90a, else wgmma on sm_90a, else mma; wgmma and mma give the same bits), mean pooling the mean-key
 // kernel, the rest (lse pooling; max past BlockMaxScores' dims) the token-score kernel.
@@ -136,11 +146,7 @@ Status PlanIndex(const Config& config, const KernelShapes& shapes, const DeviceC
   }
   const char* value = NameOf(kIndexNames, requested);
   MSA_RETURN_IF_ERROR(RefusePrecision("index", value, requested == IndexKernel::kExact, config));
-  const std::string block_max_rule =
-      "needs max pooling, index_head_dim a multiple of 8 up to 128, block_size a multiple of 64 and index_scale > 0 "
-      "(pooling " +
-      std::string(PoolingName(config.pooling)) + ", index_head_dim " + std::to_string(di) + ", block_size " +
-      std::to_string(bk) + ")";
+  const std::string block_max_rule = BlockMaxRule(config);
   switch (requested) {
     case IndexKernel::kTokenScores:
       if (config.pooling == Pooling::kMean) return Refuse("index", value, "it pools by max or lse, not mean");
@@ -205,13 +211,24 @@ Status PlanTopK(const Config& config, const KernelShapes& shapes, const DeviceCa
                   "ranks the block scores as the index kernel computes them, so it needs score_format native, not " +
                       std::string(ScoreFormatName(config.score_format)));
   }
-  if (requested == TopKKernel::kRunning &&
-      !BlockMaxTopKWgmmaFits(int(config.index_head_dim), int(config.block_size), float(config.IndexScale()),
-                             int(config.top_k), caps)) {
-    return Refuse("topk", value,
-                  "needs top_k <= " + std::to_string(kRunningTopKMaxTake + 1) +
-                      " (this one: " + std::to_string(config.top_k) + ") and the wgmma index kernel with " +
-                      std::to_string(kBlockMaxTopKWgmmaSmemBytes) + " bytes of shared memory (" + CapsText(caps) + ")");
+  if (requested == TopKKernel::kRunning) {
+    // Each condition refused on its own, with the value that fails it.
+    if (config.top_k > kRunningTopKMaxTake + 1) {
+      return Refuse("topk", value,
+                    "needs top_k <= " + std::to_string(kRunningTopKMaxTake + 1) +
+                        " (this one: " + std::to_string(config.top_k) + ")");
+    }
+    const int di = int(config.index_head_dim), bk = int(config.block_size);
+    const float scale = float(config.IndexScale());
+    if (config.pooling != Pooling::kMax || !BlockMaxScoresFits(di, bk, scale)) {
+      return Refuse("topk", value, "ranks inside the wgmma index kernel, which " + BlockMaxRule(config));
+    }
+    if (!BlockMaxTopKWgmmaFits(di, bk, scale, int(config.top_k), caps)) {
+      return Refuse("topk", value,
+                    "ranks inside the wgmma index kernel, which needs an sm_90a device with " +
+                        std::to_string(kBlockMaxTopKWgmmaSmemBytes) +
+                        " bytes of shared memory per block (this one: " + CapsText(caps) + ")");
+    }
   }
   if (requested == TopKKernel::kCta && !cta_fits) {
     return Refuse("topk", value,
