@@ -309,6 +309,7 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   Config mqa = lowp;
   mqa.num_kv_heads = mqa.num_q_heads;  // group size 1: 128 queries a tile
   ExpectRefused(mqa, Prefill(512), kH200Caps, "attend=union-tile", "group size of 2 to 64");
+  ExpectRefused(mqa, Prefill(512), kH200Caps, "attend=union-tile", "group size 1, top_k");  // the failing value
   ExpectRefused(lowp, Prefill(512), kA100Caps, "attend=kv-outer-ws", "sm_90a");
   ExpectRefused(exact, Prefill(512), kH200Caps, "attend=kv-outer-ws", "precision exact");
   Config group4 = lowp;
@@ -318,7 +319,10 @@ TEST(KernelPlan, EachForcedValueIsRefusedWhereItCannotRunNamingTheStageAndTheVal
   big.top_k = 64;
   big.block_size = 512;  // Q-outer's scores of 32768 keys, KV-outer's top_k <= 32 and block_size <= 128
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=q-outer", "shared memory");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=q-outer", "block_size 512, group size");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k <= 32");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "block_size 512, group size");
+  ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer", "top_k 64, 65536 queries");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=kv-outer-wgmma-p16", "top_k <= 32");
   ExpectRefused(big, Prefill(65536), kH200Caps, "attend=split-k", "top_k <= 32");
   ExpectRefused(lowp, Decode(4, 1, 512), kH200Caps, "attend=split-k,lists=direct", "builds no lists");

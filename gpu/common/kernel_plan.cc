@@ -121,6 +121,13 @@ std::string BlockMaxRule(const Config& config) {
          ")";
 }
 
+// The main branch's shape as its kernels' rules name it.
+std::string AttendShapeText(const AttendGeometry& g) {
+  return "head_dim " + std::to_string(g.d) + ", value_dim " + std::to_string(g.dv) + ", block_size " +
+         std::to_string(g.bk) + ", group size " + std::to_string(g.hq / std::max(g.hkv, 1)) + ", top_k " +
+         std::to_string(g.top_k);
+}
+
 // The index branch. Low precision: max pooling where BlockMaxScores fits takes a block-max kernel (fp8 on e4m3
 // inputs on sm_90a, else wgmma on sm_90a, else mma; wgmma and mma give the same bits), mean pooling the mean-key
 // kernel, the rest (lse pooling; max past BlockMaxScores' dims) the token-score kernel.
@@ -318,12 +325,13 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
   MSA_RETURN_IF_ERROR(RefusePrecision("attend", value, requested == AttendKernel::kExact, config));
   const std::string kv_outer_rule =
       "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, "
-      "group size <= 64, top_k <= 32 and lists within 32-bit offsets";
+      "group size <= 64, top_k <= 32 and lists within 32-bit offsets (" +
+      AttendShapeText(g) + ", " + std::to_string(g.total_q) + " queries)";
   if (requested == AttendKernel::kQOuter && !q_outer_fits) {
     return Refuse("attend", value,
                   "needs head_dim and value_dim multiples of 8 up to 128 and the scores of top_k * "
-                  "block_size keys in shared memory (this device: " +
-                      CapsText(caps) + ")");
+                  "block_size keys in shared memory (" +
+                      AttendShapeText(g) + "; this device: " + CapsText(caps) + ")");
   }
   const bool wgmma_tiles = requested == AttendKernel::kKvOuterWgmma || requested == AttendKernel::kKvOuterWgmmaP16 ||
                            requested == AttendKernel::kKvOuterWs || requested == AttendKernel::kRouted;
@@ -353,8 +361,8 @@ Status PlanAttend(const Config& config, const KernelShapes& shapes, const Device
       !UnionTileFits(g, caps)) {
     return Refuse("attend", value,
                   "needs head_dim and value_dim multiples of 8 up to 128, block_size <= 128, a group size of 2 to 64 "
-                  "dividing 64, (128 / group size) x top_k <= 1024 and an sm_90a device (this one: " +
-                      CapsText(caps) + ")");
+                  "dividing 64, (128 / group size) x top_k <= 1024 and an sm_90a device (" +
+                      AttendShapeText(g) + "; this device: " + CapsText(caps) + ")");
   }
   *kernel = requested;
   return Status::Ok();
