@@ -124,8 +124,7 @@ std::string BlockMaxRule(const Config& config) {
 // The main branch's shape as its kernels' rules name it.
 std::string AttendShapeText(const AttendGeometry& g) {
   return "head_dim " + std::to_string(g.d) + ", value_dim " + std::to_string(g.dv) + ", block_size " +
-         std::to_string(g.bk) + ", group size " + std::to_string(g.hq / std::max(g.hkv, 1)) + ", top_k " +
-         std::to_string(g.top_k);
+         std::to_string(g.bk) + ", group size " + std::to_string(g.hq / g.hkv) + ", top_k " + std::to_string(g.top_k);
 }
 
 // The index branch. Low precision: max pooling where BlockMaxScores fits takes a block-max kernel (fp8 on e4m3
