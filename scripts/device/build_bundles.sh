@@ -37,8 +37,11 @@ src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
-# device_check.sh's tests beside those: every gpu test, the conformance suite and the property tests.
-check_tests="$tests gpu_support_test gpu_exact_test gpu_training_test conformance_test property_test"
+# device_check.sh's tests: every gpu test (tests/CMakeLists.txt's foreach list), the conformance suite and the property
+# tests.
+gpu_tests=$(sed -n '/^foreach(gpu_test /,/)/p' tests/CMakeLists.txt | grep -o 'gpu_[a-z0-9_]*_test' | tr '\n' ' ')
+[ -n "$gpu_tests" ] || { echo "build_bundles: no gpu tests found in tests/CMakeLists.txt" >&2; exit 1; }
+check_tests="$gpu_tests conformance_test property_test"
 
 # name | patches, applied to HEAD in this order | targets (bench/ or tests/)
 VARIANTS="
@@ -49,13 +52,7 @@ nofix  | $F | gpu_lowp_test
 # where the run scripts read it (under .devbuild) | variant/target
 LAYOUT="
 head/bin/gpu_bench            | main/gpu_bench
-head/bin/gpu_twins_test       | main/gpu_twins_test
-head/bin/gpu_union_tile_test  | main/gpu_union_tile_test
-head/bin/gpu_plans_test       | main/gpu_plans_test
-head/bin/gpu_lowp_test        | main/gpu_lowp_test
-head/bin/gpu_e4m3_test        | main/gpu_e4m3_test
-head/bin/gpu_fused_decode_test | main/gpu_fused_decode_test
-head/bin/gpu_out_format_test   | main/gpu_out_format_test
+$(for t in $tests; do echo "head/bin/$t | main/$t"; done)
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
 check/build-gpu/tools/msa/msa | main/msa
 check/build-gpu/gpu/gpu_check | main/gpu_check
