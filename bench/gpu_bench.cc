@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench/bench_exit.h"
 #include "bench/gpu_bench_checks.h"
 #include "bench/selections.h"
 #include "bench/structured_index.h"
@@ -50,24 +51,7 @@ using bench::FillUniformBf16;
 
 constexpr int kHq = 64, kHkv = 4, kDim = 128, kBk = 128, kTopK = 16;
 
-#define BENCH_CHECK(expr)                                                                    \
-  do {                                                                                       \
-    const cudaError_t bench_error_ = (expr);                                                 \
-    if (bench_error_ != cudaSuccess) {                                                       \
-      std::fprintf(stderr, "gpu_bench: %s failed at %s:%d: %s\n", #expr, __FILE__, __LINE__, \
-                   cudaGetErrorString(bench_error_));                                        \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (false)
-
-#define BENCH_OK(expr)                                                          \
-  do {                                                                          \
-    const ::msa::Status bench_status_ = (expr);                                 \
-    if (!bench_status_.ok()) {                                                  \
-      std::fprintf(stderr, "gpu_bench: %s\n", bench_status_.message().c_str()); \
-      std::exit(1);                                                             \
-    }                                                                           \
-  } while (false)
+constexpr char kBenchProgram[] = "gpu_bench";
 
 template <typename T>
 DeviceBuffer<T> Allocate(int64_t count, const char* name) {

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_exit.h"
 #include "bench/gpu_bench_checks.h"
 #include "gpu/common/device_buffer.h"
 #include "gpu/training/training.h"
@@ -28,23 +29,7 @@ namespace {
 
 constexpr int kHq = 64, kHkv = 4, kDim = 128, kBk = 128, kTopK = 16;
 
-#define BENCH_CHECK(expr)                                                                                   \
-  do {                                                                                                      \
-    const cudaError_t bench_error_ = (expr);                                                                \
-    if (bench_error_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "gpu_training_bench: %s failed: %s\n", #expr, cudaGetErrorString(bench_error_)); \
-      std::exit(1);                                                                                         \
-    }                                                                                                       \
-  } while (false)
-
-#define BENCH_OK(expr)                                                                   \
-  do {                                                                                   \
-    const ::msa::Status bench_status_ = (expr);                                          \
-    if (!bench_status_.ok()) {                                                           \
-      std::fprintf(stderr, "gpu_training_bench: %s\n", bench_status_.message().c_str()); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
-  } while (false)
+constexpr char kBenchProgram[] = "gpu_training_bench";
 
 DeviceBuffer<uint16_t> RandomBf16(int64_t n, uint64_t seed, const char* name) {
   DeviceBuffer<uint16_t> buffer;
