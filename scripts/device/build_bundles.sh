@@ -5,6 +5,7 @@
 #   .devbuild/carry/bundle.tar.xz  .devbuild/union/lib  (the shared libraries the binaries link and the device lacks)
 #   .devbuild/carry/head.tar.xz    .devbuild/head/bin   (HEAD itself: scripts/device/head_bundle.sh unpacks both)
 #   .devbuild/carry/nofix.tar.xz   .devbuild/nofix/bin  (HEAD with the -inf block fix reverted: its test must fail)
+#   .devbuild/carry/prewait.tar.xz .devbuild/prewait/bin (topk_prewait_2026-12-08's A: gpu_bench, gpu_twins_test)
 #   .devbuild/carry/check.tar.xz   .devbuild/check/build-gpu  (device_check.sh's tree: BUILD=.devbuild/check/build-gpu)
 # A variant (VARIANTS) is HEAD with some patches applied, in order, and the targets built from it; LAYOUT then puts
 # each built binary where the run scripts read it. nvcc and ccache compile (CMAKE_CUDA_COMPILER_LAUNCHER), so a
@@ -36,6 +37,7 @@ root=$PWD
 src=$root/.devbuild/src
 built=$root/.devbuild/built
 F=bench/results/targets_2026-12-05/without_fix.patch
+P=bench/results/topk_prewait_2026-12-08/prewait.patch
 tests="gpu_twins_test gpu_union_tile_test gpu_plans_test gpu_lowp_test gpu_e4m3_test gpu_fused_decode_test gpu_out_format_test"
 # device_check.sh's tests: every gpu test (tests/CMakeLists.txt's foreach list), the conformance suite and the property
 # tests.
@@ -47,6 +49,7 @@ check_tests="$gpu_tests conformance_test property_test"
 VARIANTS="
 main   |    | gpu_bench $check_tests msa gpu_check
 nofix  | $F | gpu_lowp_test
+prewait | $P | gpu_bench gpu_twins_test
 "
 
 # where the run scripts read it (under .devbuild) | variant/target
@@ -54,6 +57,8 @@ LAYOUT="
 head/bin/gpu_bench            | main/gpu_bench
 $(for t in $tests; do echo "head/bin/$t | main/$t"; done)
 nofix/bin/gpu_lowp_test       | nofix/gpu_lowp_test
+prewait/bin/gpu_bench         | prewait/gpu_bench
+prewait/bin/gpu_twins_test    | prewait/gpu_twins_test
 check/build-gpu/tools/msa/msa | main/msa
 check/build-gpu/gpu/gpu_check | main/gpu_check
 $(for t in $check_tests; do echo "check/build-gpu/tests/$t | main/$t"; done)
@@ -63,6 +68,7 @@ ARCHIVES="
 bundle.tar.xz | union
 head.tar.xz   | head
 nofix.tar.xz  | nofix
+prewait.tar.xz | prewait
 check.tar.xz  | check
 "
 
